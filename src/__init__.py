@@ -1,0 +1,37 @@
+"""lookup-knowledge: one evidence tool for LLM agents, ``lookup_knowledge(query)``.
+
+The public surface is loaded lazily so that importing the package builds nothing and
+pulls in no driver: ``from lookup_knowledge import create_app`` imports the composition
+root only when it is first used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "LookupApp",
+    "LookupKnowledgeError",
+    "Settings",
+    "anthropic_tool_schema",
+    "create_app",
+    "openai_tool_schema",
+]
+
+_LAZY = {
+    "create_app": ("lookup_knowledge.adapters.api", "create_app"),
+    "LookupApp": ("lookup_knowledge.adapters.api", "LookupApp"),
+    "Settings": ("lookup_knowledge.adapters.config", "Settings"),
+    "openai_tool_schema": ("lookup_knowledge.application.tool_schema", "openai_tool_schema"),
+    "anthropic_tool_schema": ("lookup_knowledge.application.tool_schema", "anthropic_tool_schema"),
+    "LookupKnowledgeError": ("lookup_knowledge.domain.errors", "LookupKnowledgeError"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module_name, attribute = _LAZY[name]
+        return getattr(importlib.import_module(module_name), attribute)
+    raise AttributeError(f"module 'lookup_knowledge' has no attribute {name!r}")

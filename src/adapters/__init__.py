@@ -1,0 +1,1 @@
+"""Adapters: Milvus, SQL audit store, embedders, configuration, CLI, MCP, container."""

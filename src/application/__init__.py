@@ -1,0 +1,1 @@
+"""Use cases and the ports they run over. Imports the domain and the stdlib only."""

@@ -1,0 +1,94 @@
+"""The project's one error hierarchy. Every error carries a stable machine code.
+
+Adapters translate driver errors into these (``raise SearchUnavailable(...) from e``), so
+callers never see a driver's exception type.
+"""
+
+from __future__ import annotations
+
+
+class LookupKnowledgeError(Exception):
+    """Base of every error this package raises on purpose."""
+
+    code = "lookup_knowledge_error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigurationError(LookupKnowledgeError):
+    """A configuration value breaks a rule; names the key, the value and the rule."""
+
+    code = "configuration_error"
+
+    def __init__(self, key: str, value: object, rule: str) -> None:
+        super().__init__(f"invalid configuration {key}={value!r}: {rule}")
+        self.key = key
+        self.value = value
+        self.rule = rule
+
+
+class InvalidInputError(LookupKnowledgeError):
+    """A caller passed input that cannot be processed (empty query, bad id, ...)."""
+
+    code = "invalid_input"
+
+
+class SearchError(LookupKnowledgeError):
+    """The knowledge search failed."""
+
+    code = "search_error"
+
+
+class SearchUnavailable(SearchError):
+    code = "search_unavailable"
+
+
+class SearchTimeout(SearchError):
+    code = "search_timeout"
+
+
+class SearchBadRequest(SearchError):
+    code = "search_bad_request"
+
+
+class UnsupportedSearchMode(SearchError):
+    """The search backend lacks a capability (BM25, hybrid, grouping) the request needs."""
+
+    code = "unsupported_search_mode"
+
+
+class SchemaMismatch(SearchError):
+    """An existing collection does not match what this configuration expects."""
+
+    code = "schema_mismatch"
+
+
+class EmbeddingError(LookupKnowledgeError):
+    code = "embedding_error"
+
+
+class IngestError(LookupKnowledgeError):
+    code = "ingest_error"
+
+
+class AuditError(LookupKnowledgeError):
+    code = "audit_error"
+
+
+class AuditUnavailable(AuditError):
+    code = "audit_unavailable"
+
+
+class NotFoundError(LookupKnowledgeError):
+    code = "not_found"
+
+
+class InternalError(LookupKnowledgeError):
+    """An unexpected failure inside an adapter; reported, never raised into the agent."""
+
+    code = "internal_error"

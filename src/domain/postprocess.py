@@ -1,0 +1,85 @@
+"""Post-processing policies (spec 004, D2-D4): sort, dedup by evidenceKey, cap, truncate.
+
+Each function is pure and keeps the relative order of what it keeps, so the output of
+the chain is always a subsequence of the score order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lookup_knowledge.domain.model import RankedCandidate
+
+
+def sort_by_final_score(ranked: Sequence[RankedCandidate]) -> list[RankedCandidate]:
+    """Highest final score first; ties keep the engine's original order."""
+    return sorted(ranked, key=lambda r: (-r.final_score, r.candidate.original_rank))
+
+
+def _merge_reasons(first: tuple[str, ...], second: tuple[str, ...]) -> tuple[str, ...]:
+    return first + tuple(reason for reason in second if reason not in first)
+
+
+@dataclass(frozen=True, slots=True)
+class DedupOutcome:
+    kept: list[RankedCandidate]
+    merged: dict[str, int]  # evidence_key -> how many duplicates were folded into it
+
+
+def dedup_by_evidence_key(ranked: Sequence[RankedCandidate]) -> DedupOutcome:
+    """Keep the first (higher-ranked) block per evidenceKey; merge later hit reasons in.
+
+    Different chunks of one document have different keys and are never merged.
+    """
+    index_of: dict[str, int] = {}
+    kept: list[RankedCandidate] = []
+    merged: dict[str, int] = {}
+    for item in ranked:
+        key = item.evidence_key
+        if key not in index_of:
+            index_of[key] = len(kept)
+            kept.append(item)
+            continue
+        position = index_of[key]
+        winner = kept[position]
+        reasons = _merge_reasons(winner.candidate.hit_reasons, item.candidate.hit_reasons)
+        kept[position] = winner.with_candidate(winner.candidate.with_hit_reasons(reasons))
+        merged[key] = merged.get(key, 0) + 1
+    return DedupOutcome(kept=kept, merged=merged)
+
+
+@dataclass(frozen=True, slots=True)
+class CapOutcome:
+    kept: list[RankedCandidate]
+    dropped: list[RankedCandidate]
+
+
+def cap_per_document(ranked: Sequence[RankedCandidate], max_per_document: int | None) -> CapOutcome:
+    """At most ``max_per_document`` blocks per docId, taken in the given (score) order.
+
+    A candidate without a docId is its own bucket (keyed by its evidenceKey). ``None``
+    disables the cap.
+    """
+    if max_per_document is None:
+        return CapOutcome(kept=list(ranked), dropped=[])
+    if max_per_document < 1:
+        raise ValueError("max_per_document must be >= 1 or None")
+    counts: dict[str, int] = {}
+    kept: list[RankedCandidate] = []
+    dropped: list[RankedCandidate] = []
+    for item in ranked:
+        bucket = item.doc_id if item.doc_id is not None else f"\x00{item.evidence_key}"
+        seen = counts.get(bucket, 0)
+        if seen >= max_per_document:
+            dropped.append(item)
+            continue
+        counts[bucket] = seen + 1
+        kept.append(item)
+    return CapOutcome(kept=kept, dropped=dropped)
+
+
+def truncate(ranked: Sequence[RankedCandidate], return_n: int) -> list[RankedCandidate]:
+    if return_n < 1:
+        raise ValueError("return_n must be >= 1")
+    return list(ranked[:return_n])

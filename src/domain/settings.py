@@ -1,0 +1,88 @@
+"""Retrieval width, return width and the per-document cap (spec 004, decision D4).
+
+``rag.retrieve-k`` is the recall width asked of the search engine; ``rag.return-n`` the
+most evidence blocks a lookup returns after post-processing. The legacy ``rag.top-k`` is
+used for both only when neither new key is set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lookup_knowledge.domain.errors import ConfigurationError
+
+DEFAULT_RETRIEVE_K = 20
+DEFAULT_RETURN_N = 5
+DEFAULT_MAX_CHUNKS_PER_DOCUMENT = 2
+MAX_RETRIEVE_K = 1000
+MAX_RETURN_N = 100
+MAX_CHUNKS_PER_DOCUMENT_BOUND = 100
+
+
+def _whole(key: str, value: object, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigurationError(key, value, "must be a whole number")
+    if not low <= value <= high:
+        raise ConfigurationError(key, value, f"must be between {low} and {high}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievalSettings:
+    """Validated widths. ``max_chunks_per_document`` None means no cap."""
+
+    retrieve_k: int = DEFAULT_RETRIEVE_K
+    return_n: int = DEFAULT_RETURN_N
+    max_chunks_per_document: int | None = DEFAULT_MAX_CHUNKS_PER_DOCUMENT
+    min_relevance: float = 0.2
+
+    def __post_init__(self) -> None:
+        _whole("rag.retrieve-k", self.retrieve_k, 1, MAX_RETRIEVE_K)
+        _whole("rag.return-n", self.return_n, 1, MAX_RETURN_N)
+        if self.return_n > self.retrieve_k:
+            raise ConfigurationError(
+                "rag.return-n",
+                self.return_n,
+                f"must be <= rag.retrieve-k ({self.retrieve_k})",
+            )
+        if self.max_chunks_per_document is not None:
+            _whole(
+                "rag.max-chunks-per-document",
+                self.max_chunks_per_document,
+                1,
+                MAX_CHUNKS_PER_DOCUMENT_BOUND,
+            )
+        mr = self.min_relevance
+        if isinstance(mr, bool) or not isinstance(mr, int | float) or not 0.0 <= mr <= 1.0:
+            raise ConfigurationError("rag.min-relevance", mr, "must be a number in [0, 1]")
+
+    @classmethod
+    def resolve(
+        cls,
+        *,
+        retrieve_k: int | None = None,
+        return_n: int | None = None,
+        top_k: int | None = None,
+        max_chunks_per_document: int | None = DEFAULT_MAX_CHUNKS_PER_DOCUMENT,
+        min_relevance: float = 0.2,
+    ) -> RetrievalSettings:
+        """Apply the legacy fallback, then validate.
+
+        ``max_chunks_per_document`` of 0 turns the cap off (stored as None).
+        """
+        if top_k is not None and retrieve_k is None and return_n is None:
+            legacy = _whole("rag.top-k", top_k, 1, MAX_RETURN_N)
+            retrieve_k, return_n = legacy, legacy
+        if max_chunks_per_document == 0:
+            max_chunks_per_document = None
+        # A key left unset follows the one that was set, so `retrieve-k=3` alone is valid.
+        if retrieve_k is None and return_n is not None and isinstance(return_n, int):
+            retrieve_k = max(DEFAULT_RETRIEVE_K, return_n)
+        if return_n is None and retrieve_k is not None and isinstance(retrieve_k, int):
+            return_n = min(DEFAULT_RETURN_N, max(retrieve_k, 1))
+        return cls(
+            retrieve_k=DEFAULT_RETRIEVE_K if retrieve_k is None else retrieve_k,
+            return_n=DEFAULT_RETURN_N if return_n is None else return_n,
+            max_chunks_per_document=max_chunks_per_document,
+            min_relevance=min_relevance,
+        )
