@@ -1,0 +1,329 @@
+"""The LookupKnowledge use case with in-memory fakes: retrieval passes, errors, traces."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from lookup_knowledge.application.lookup import LookupConfig, LookupKnowledge, LookupOptions
+from lookup_knowledge.application.ports import RecordOutcome
+from lookup_knowledge.application.query_transformer import QueryTransformer
+from lookup_knowledge.domain.errors import AuditError, InvalidInputError, SearchUnavailable
+from lookup_knowledge.domain.model import InvocationStatus, SearchMode
+from lookup_knowledge.domain.relevance import ScoreKind
+from lookup_knowledge.domain.settings import RetrievalSettings
+
+from tests.unit.fakes import (
+    FakeClock,
+    FakeEmbedder,
+    FakeRecorder,
+    FakeSearch,
+    FakeSessionState,
+    chunk,
+)
+
+DOMAINS = {"database": ["postgres", "数据库"], "network": ["dns", "网络"]}
+
+
+def build(
+    search: FakeSearch,
+    *,
+    config: LookupConfig | None = None,
+    recorder: FakeRecorder | None = None,
+    embedder: FakeEmbedder | None = None,
+    sessions: FakeSessionState | None = None,
+) -> tuple[LookupKnowledge, FakeRecorder]:
+    rec = recorder or FakeRecorder()
+    use_case = LookupKnowledge(
+        search=search,
+        transformer=QueryTransformer(DOMAINS),
+        recorder=rec,
+        session_state=sessions or FakeSessionState(),
+        clock=FakeClock(),
+        embedder=embedder if embedder is not None else FakeEmbedder(),
+        config=config or LookupConfig(),
+    )
+    return use_case, rec
+
+
+def test_filtered_pass_uses_the_single_l0_domain() -> None:
+    search = FakeSearch([chunk("pg", 0, 0.9, category="database")])
+    use_case, _ = build(search)
+    result = use_case.execute("postgres replication lag", session_id="s")
+    assert search.requests[0].category_filter == "database"
+    assert len(search.requests) == 1
+    assert result.retrieval_trace["filterApplied"] == "database"
+    assert result.retrieval_trace["fallbackReason"] is None
+    assert "filter:category=database" in result.evidence_blocks[0].hit_reasons
+
+
+def test_unfiltered_retry_when_the_filtered_pass_is_empty() -> None:
+    search = FakeSearch([chunk("misc", 0, 0.9, category="other")])
+    use_case, rec = build(search)
+    result = use_case.execute("postgres replication lag", session_id="s")
+    assert [r.category_filter for r in search.requests] == ["database", None]
+    assert result.found
+    assert result.retrieval_trace["fallbackReason"] == "filtered_pass_empty"
+    assert result.retrieval_trace["filterApplied"] is None
+    assert rec.records[0].fallback_reason == "filtered_pass_empty"
+
+
+def test_unfiltered_retry_when_filtered_hits_are_below_min_relevance() -> None:
+    weak = chunk("weak", 0, 0.05, category="database")
+    good = chunk("good", 0, 0.8, category="other")
+    search = FakeSearch([good], filtered_rows={"database": [weak]})
+    use_case, _ = build(search)
+    result = use_case.execute("postgres", session_id="s")
+    assert result.retrieval_trace["fallbackReason"] == "filtered_pass_below_min_relevance"
+    assert [b.document_id for b in result.evidence_blocks] == ["good#chunk-0"]
+
+
+def test_no_filter_when_two_domains_match() -> None:
+    search = FakeSearch([chunk("x", 0, 0.9)])
+    use_case, _ = build(search)
+    use_case.execute("postgres dns", session_id="s")
+    assert search.requests[0].category_filter is None
+
+
+def test_explicit_category_is_a_hard_filter_without_retry() -> None:
+    search = FakeSearch([chunk("misc", 0, 0.9, category="other")])
+    use_case, _ = build(search)
+    result = use_case.execute(
+        "anything", session_id="s", options=LookupOptions(category="database")
+    )
+    assert [r.category_filter for r in search.requests] == ["database"]
+    assert not result.found
+    assert result.status is InvocationStatus.NO_EVIDENCE
+
+
+def test_no_evidence_when_nothing_is_usable() -> None:
+    search = FakeSearch([chunk("weak", 0, 0.01)])
+    use_case, rec = build(search)
+    result = use_case.execute("q", session_id="s")
+    assert not result.found
+    assert result.status is InvocationStatus.NO_EVIDENCE
+    assert result.relevance_level.value == "none"
+    assert result.completeness_hint.value == "none"
+    assert result.quality_score == 0.0
+    assert rec.records[0].status == "no_evidence"
+    assert "No evidence" in result.message
+
+
+def test_search_failure_is_an_error_result_that_is_recorded() -> None:
+    search = FakeSearch(error=SearchUnavailable("milvus at http://x:19530 is unreachable"))
+    use_case, rec = build(search)
+    result = use_case.execute("q", session_id="s", step_id="step-3")
+    assert result.status is InvocationStatus.ERROR
+    assert not result.found
+    assert result.error_code == "search_unavailable"
+    assert "unreachable" in result.message
+    assert rec.records[0].status == "error"
+    assert rec.records[0].error_code == "search_unavailable"
+    assert rec.records[0].step_id == "step-3"
+
+
+def test_unexpected_adapter_exception_does_not_raise_into_the_agent() -> None:
+    class Broken(FakeSearch):
+        def search(self, request):  # type: ignore[no-untyped-def]
+            raise KeyError("boom")
+
+    use_case, rec = build(Broken())
+    result = use_case.execute("q", session_id="s")
+    assert result.status is InvocationStatus.ERROR
+    assert result.error_code == "internal_error"
+    assert rec.records[0].error_code == "internal_error"
+
+
+def test_audit_failure_does_not_fail_the_lookup() -> None:
+    search = FakeSearch([chunk("d", 0, 0.9)])
+    use_case, _ = build(search, recorder=FakeRecorder(fail_with=AuditError("disk full")))
+    result = use_case.execute("q", session_id="s")
+    assert result.found
+    assert result.record_outcome is None
+
+
+def test_record_outcome_is_reported() -> None:
+    use_case, _ = build(FakeSearch([chunk("d", 0, 0.9)]))
+    assert use_case.execute("q", session_id="s").record_outcome is RecordOutcome.COMMITTED
+
+
+@pytest.mark.parametrize("query", ["", "   ", "x" * 4001])
+def test_bad_queries_are_recorded_errors(query: str) -> None:
+    search = FakeSearch([chunk("d", 0, 0.9)])
+    use_case, rec = build(search)
+    result = use_case.execute(query, session_id="s")
+    assert result.status is InvocationStatus.ERROR
+    assert result.error_code == "invalid_input"
+    assert search.requests == []
+    assert len(rec.records) == 1
+
+
+def test_blank_session_id_is_a_caller_error() -> None:
+    use_case, _ = build(FakeSearch())
+    with pytest.raises(InvalidInputError):
+        use_case.execute("q", session_id=" ")
+
+
+def test_sparse_mode_needs_no_embedder_and_sends_no_vector() -> None:
+    search = FakeSearch([chunk("d", 0, -12.0)], score_kind=ScoreKind.BM25)
+    use_case = LookupKnowledge(
+        search=search,
+        transformer=QueryTransformer({}),
+        recorder=FakeRecorder(),
+        session_state=FakeSessionState(),
+        clock=FakeClock(),
+        embedder=None,
+        config=LookupConfig(mode=SearchMode.SPARSE),
+    )
+    result = use_case.execute("q", session_id="s")
+    assert search.requests[0].query_vector is None
+    assert result.found
+    assert 0.5 < result.evidence_blocks[0].relevance < 1.0
+
+
+def test_dense_mode_without_embedder_is_a_configuration_error_result() -> None:
+    use_case = LookupKnowledge(
+        search=FakeSearch([chunk("d", 0, 0.9)]),
+        transformer=QueryTransformer({}),
+        recorder=FakeRecorder(),
+        session_state=FakeSessionState(),
+        clock=FakeClock(),
+        embedder=None,
+    )
+    result = use_case.execute("q", session_id="s")
+    assert result.error_code == "configuration_error"
+
+
+def test_late_materialisation_fetches_only_the_survivors() -> None:
+    rows = [chunk("big", i, 0.9 - i * 0.01) for i in range(8)] + [chunk("x", 0, 0.5)]
+    search = FakeSearch(rows)
+    config = LookupConfig(retrieval=RetrievalSettings(return_n=3), late_materialisation=True)
+    use_case, _ = build(search, config=config)
+    result = use_case.execute("q", session_id="s")
+    assert all(r.include_content is False for r in search.requests)
+    assert search.fetches == [["big#chunk-0", "big#chunk-1", "x#chunk-0"]]
+    assert result.evidence_blocks[0].content == "content of big chunk 0"
+
+
+def test_a_block_deleted_before_materialisation_is_not_shown() -> None:
+    search = FakeSearch([chunk("a", 0, 0.9), chunk("b", 0, 0.8)])
+    search.deleted.add("a#chunk-0")
+    use_case, _ = build(search, config=LookupConfig(late_materialisation=True))
+    result = use_case.execute("q", session_id="s")
+    assert [b.document_id for b in result.evidence_blocks] == ["b#chunk-0"]
+    assert result.retrieval_trace["vanished"] == ["a#chunk-0"]
+
+
+def test_engine_grouping_asks_for_group_size_equal_to_the_cap() -> None:
+    search = FakeSearch([chunk("a", 0, 0.9)])
+    config = LookupConfig(
+        retrieval=RetrievalSettings(max_chunks_per_document=3), engine_grouping=True
+    )
+    use_case, _ = build(search, config=config)
+    use_case.execute("q", session_id="s")
+    assert search.requests[0].group_size == 3
+
+
+def test_result_json_has_exactly_the_contract_fields() -> None:
+    use_case, _ = build(FakeSearch([chunk("a", 0, 0.9), chunk("b", 1, 0.8)]))
+    payload = use_case.execute("q", session_id="s").to_tool_json()
+    assert set(payload) == {
+        "found",
+        "evidenceBlocks",
+        "contextPack",
+        "retrievalTrace",
+        "rerankTrace",
+        "relevanceLevel",
+        "completenessHint",
+        "retrievedDomainsThisSession",
+        "message",
+        "invocationId",
+    }
+    assert "primary" not in payload and "supplement" not in payload
+    json.dumps(payload, ensure_ascii=False)  # serialisable as is
+    block = payload["evidenceBlocks"][0]
+    assert {
+        "document_id",
+        "source",
+        "title",
+        "breadcrumb",
+        "content",
+        "score",
+        "rank",
+        "hitReasons",
+    } <= set(block)
+
+
+def test_retrieved_domains_accumulate_over_a_session() -> None:
+    search = FakeSearch(
+        [chunk("pg", 0, 0.9, category="database"), chunk("dns", 0, 0.8, category="network")]
+    )
+    use_case, _ = build(search)
+    first = use_case.execute("postgres", session_id="s")
+    assert first.retrieved_domains_this_session == ("database",)
+    second = use_case.execute("dns", session_id="s")
+    assert second.retrieved_domains_this_session == ("database", "network")
+    other = use_case.execute("dns", session_id="other")
+    assert other.retrieved_domains_this_session == ("network",)
+
+
+def test_traces_explain_every_step() -> None:
+    rows = [chunk("big", i, 0.9 - i * 0.01, category="database") for i in range(4)]
+    rows += [chunk("big", 0, 0.5, category="database", vector_id="dup")]
+    use_case, rec = build(FakeSearch(rows))
+    result = use_case.execute("postgres", session_id="s")
+    trace = result.retrieval_trace
+    assert trace["counts"] == {
+        "candidates": 5,
+        "belowMinRelevance": 0,
+        "afterDedup": 4,
+        "duplicatesMerged": 1,
+        "afterCap": 2,
+        "cappedOut": 2,
+        "returned": 2,
+        "projected": 2,
+    }
+    assert trace["queryHints"]["domains"] == ["database"]
+    assert set(trace["timingsMs"]) >= {"transform", "embed", "search", "postprocess", "total"}
+    outcomes = {r["document_id"]: r["outcome"] for r in result.rerank_trace}
+    assert outcomes == {
+        "big#chunk-0": "returned",
+        "big#chunk-1": "returned",
+        "big#chunk-2": "capped",
+        "big#chunk-3": "capped",
+    }
+    rules = {a["rule"] for a in result.rerank_trace[0]["adjustments"]}
+    assert {"relevance", "domain_match"} <= rules
+    details = rec.records[0].retrieval_details
+    assert details["version"] == 1
+    assert details["retrievalTrace"]["counts"]["cappedOut"] == 2
+
+
+def test_evidence_records_match_what_the_agent_was_shown() -> None:
+    use_case, rec = build(FakeSearch([chunk("a", 0, 0.9), chunk("b", 3, 0.8)]))
+    result = use_case.execute("q", session_id="s")
+    shown = [b.document_id for b in result.evidence_blocks]
+    recorded = [e.document_id for e in rec.records[0].evidence]
+    assert recorded == shown
+    assert all(e.projected and e.in_context_pack for e in rec.records[0].evidence)
+    assert rec.records[0].returned_count == 2
+    assert rec.records[0].id == result.invocation_id
+
+
+def test_invocation_ids_are_time_ordered_uuid7() -> None:
+    use_case, rec = build(FakeSearch([chunk("a", 0, 0.9)]))
+    for _ in range(5):
+        use_case.execute("q", session_id="s")
+    ids = [r.id for r in rec.records]
+    assert ids == sorted(ids)
+    assert all(i[14] == "7" for i in ids)
+
+
+def test_with_config_keeps_the_ports() -> None:
+    search = FakeSearch([chunk("a", i, 0.9 - i / 100) for i in range(5)])
+    use_case, _ = build(search)
+    uncapped = use_case.with_config(
+        LookupConfig(retrieval=RetrievalSettings(max_chunks_per_document=None))
+    )
+    assert len(uncapped.execute("q", session_id="s").evidence_blocks) == 5
+    assert len(use_case.execute("q", session_id="s").evidence_blocks) == 2
