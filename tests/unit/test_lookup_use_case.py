@@ -239,7 +239,8 @@ def test_result_json_has_exactly_the_contract_fields() -> None:
         "message",
         "invocationId",
     }
-    assert "primary" not in payload and "supplement" not in payload
+    assert "primary" not in payload
+    assert "supplement" not in payload
     json.dumps(payload, ensure_ascii=False)  # serialisable as is
     block = payload["evidenceBlocks"][0]
     assert {

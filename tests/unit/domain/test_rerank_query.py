@@ -133,7 +133,8 @@ def test_filter_candidate_only_for_exactly_one_domain() -> None:
     assert set(two.domains) == {"database", "network"}
     assert two.filter_candidate is None
     none = analyse_query("hello", d)
-    assert none.domains == () and none.filter_candidate is None
+    assert none.domains == ()
+    assert none.filter_candidate is None
 
 
 def test_category_name_counts_as_a_keyword() -> None:
