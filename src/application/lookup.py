@@ -31,6 +31,7 @@ from lookup_knowledge.application.ports import (
     NoTelemetry,
     RecordOutcome,
     SessionStatePort,
+    Span,
     Telemetry,
     ToolInvocation,
     ToolInvocationRecorder,
@@ -224,8 +225,17 @@ class LookupKnowledge:
             run = _Run(self, query, session_id, mode, opts, t0)
             try:
                 run.validate_query()
-                run.retrieve()
-                run.post_process()
+                with self._telemetry.span(
+                    "retrieval knowledge",
+                    {
+                        "gen_ai.operation.name": "retrieval",
+                        "gen_ai.request.top_k": self._config.retrieval.retrieve_k,
+                        "lookup_knowledge.search_mode": mode.value,
+                    },
+                ) as retrieval_span:
+                    run.retrieve()
+                    run.post_process()
+                    run.describe(retrieval_span)
             except LookupKnowledgeError as error:
                 run.fail(error)
                 span.record_error(error)
@@ -480,6 +490,13 @@ class _Run:
                 self.vanished.append(item.evidence_key)
                 self.outcomes[item.evidence_key] = "vanished"
         return kept
+
+    def describe(self, span: Span) -> None:
+        span.set_attribute("lookup_knowledge.filter_applied", self.filter_applied or "")
+        span.set_attribute("lookup_knowledge.fallback_reason", self.fallback_reason or "")
+        span.set_attribute("lookup_knowledge.passes", len(self.passes))
+        span.set_attribute("lookup_knowledge.candidates", sum(p.hits for p in self.passes))
+        span.set_attribute("lookup_knowledge.returned", len(self.projected))
 
     def fail(self, error: LookupKnowledgeError) -> None:
         self.status = InvocationStatus.ERROR
