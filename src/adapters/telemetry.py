@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 
-from lookup_knowledge.application.ports import Span, Telemetry
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
+
+from lookup_knowledge.application.ports import Span, Telemetry
 
 
 class _OtelSpan(Span):
@@ -36,8 +37,13 @@ class _OtelSpan(Span):
 
 
 class OpenTelemetryTelemetry(Telemetry):
-    def __init__(self, tracer_name: str = "lookup_knowledge") -> None:
-        self._tracer = trace.get_tracer(tracer_name)
+    def __init__(
+        self,
+        tracer_name: str = "lookup_knowledge",
+        tracer_provider: trace.TracerProvider | None = None,
+    ) -> None:
+        # None means the global provider: a no-op unless the host installed an SDK.
+        self._tracer = trace.get_tracer(tracer_name, tracer_provider=tracer_provider)
 
     def span(
         self, name: str, attributes: Mapping[str, str | int | float | bool] | None = None
