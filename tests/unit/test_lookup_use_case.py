@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from lookup_knowledge.application.lookup import LookupConfig, LookupKnowledge, LookupOptions
 from lookup_knowledge.application.ports import RecordOutcome
 from lookup_knowledge.application.query_transformer import QueryTransformer
@@ -12,7 +13,6 @@ from lookup_knowledge.domain.errors import AuditError, InvalidInputError, Search
 from lookup_knowledge.domain.model import InvocationStatus, SearchMode
 from lookup_knowledge.domain.relevance import ScoreKind
 from lookup_knowledge.domain.settings import RetrievalSettings
-
 from tests.unit.fakes import (
     FakeClock,
     FakeEmbedder,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from hypothesis import strategies as st
+
 from lookup_knowledge.domain.identity import EvidenceIdentity, chunk_key
 from lookup_knowledge.domain.model import EvidenceCandidate, RankedCandidate
 from lookup_knowledge.domain.relevance import ScoreKind

@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from lookup_knowledge.domain.identity import (
     EvidenceIdentity,
     extract_identity,

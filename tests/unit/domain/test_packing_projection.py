@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
+
 from lookup_knowledge.domain.identity import EvidenceIdentity
 from lookup_knowledge.domain.model import EvidenceCandidate, RankedCandidate
 from lookup_knowledge.domain.packing import OmissionReason, pack_context
 from lookup_knowledge.domain.postprocess import dedup_by_evidence_key
 from lookup_knowledge.domain.projection import ProjectionBudgets, project_blocks
 from lookup_knowledge.domain.relevance import ScoreKind
-
 from tests.unit.domain.strategies import ranked_candidates
 
 

@@ -7,6 +7,7 @@ from collections import Counter
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from lookup_knowledge.domain.model import RankedCandidate
 from lookup_knowledge.domain.postprocess import (
     cap_per_document,
@@ -14,7 +15,6 @@ from lookup_knowledge.domain.postprocess import (
     sort_by_final_score,
     truncate,
 )
-
 from tests.unit.domain.strategies import ranked_candidates
 
 

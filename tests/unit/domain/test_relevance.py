@@ -5,6 +5,7 @@ import math
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from lookup_knowledge.domain.relevance import RelevanceCalibration, ScoreKind, normalise_relevance
 
 

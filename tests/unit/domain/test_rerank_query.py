@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+
 from lookup_knowledge.domain.identity import EvidenceIdentity
 from lookup_knowledge.domain.model import EvidenceCandidate, QueryHints
 from lookup_knowledge.domain.query_understanding import (
