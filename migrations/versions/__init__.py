@@ -1,0 +1,1 @@
+"""Alembic revisions of the audit store (one module per revision)."""

@@ -1,0 +1,111 @@
+"""Engine factory for the audit store.
+
+SQLite (the embedded default) runs in WAL mode with ``synchronous=FULL`` (a committed
+record survives a power cut) and a busy timeout; its transactions start with an explicit
+``BEGIN`` so that the recorder can ask for ``BEGIN IMMEDIATE`` (take the write lock before
+reading the session's last seq, instead of failing on a lock upgrade). PostgreSQL gets
+``pool_pre_ping`` (a connection the server dropped is replaced, not used) and a connect
+timeout.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.pool import StaticPool
+
+from lookup_knowledge.domain.errors import ConfigurationError
+
+SQLITE_BEGIN_OPTION = "lookup_knowledge_sqlite_begin"
+_BEGIN_MODES = {"DEFERRED": "BEGIN DEFERRED", "IMMEDIATE": "BEGIN IMMEDIATE"}
+
+
+def normalise_url(url: str | URL) -> URL:
+    """Parse an audit DB URL; bare ``postgresql://`` means the psycopg 3 driver."""
+    try:
+        parsed = make_url(url) if isinstance(url, str) else url
+    except (ArgumentError, ValueError) as error:
+        raise ConfigurationError(
+            "audit.url", _redact(url), f"not a database URL: {error}"
+        ) from None
+    backend = parsed.get_backend_name()
+    if backend == "postgresql" and parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    elif backend not in ("postgresql", "sqlite"):
+        raise ConfigurationError(
+            "audit.url", _redact(url), "only sqlite and postgresql audit databases are supported"
+        )
+    return parsed
+
+
+def _redact(url: str | URL) -> str:
+    try:
+        return (make_url(url) if isinstance(url, str) else url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        return "<unparseable url>"
+
+
+def create_audit_engine(
+    url: str | URL,
+    *,
+    sqlite_busy_timeout_ms: int = 5000,
+    connect_timeout_s: int = 5,
+    pool_size: int = 5,
+    max_overflow: int = 10,
+    create_sqlite_directory: bool = True,
+    echo: bool = False,
+) -> Engine:
+    """An engine configured for the audit store (see the module docstring).
+
+    ``url``: ``sqlite:///path/audit.db`` or ``postgresql+psycopg://user@host/db``.
+    """
+    parsed = normalise_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        return _sqlite_engine(parsed, sqlite_busy_timeout_ms, create_sqlite_directory, echo)
+    return create_engine(
+        parsed,
+        pool_pre_ping=True,
+        pool_size=pool_size,
+        max_overflow=max_overflow,
+        connect_args={"connect_timeout": connect_timeout_s, "application_name": "lookup-knowledge"},
+        echo=echo,
+    )
+
+
+def _sqlite_engine(parsed: URL, busy_timeout_ms: int, create_dir: bool, echo: bool) -> Engine:
+    if isinstance(busy_timeout_ms, bool) or busy_timeout_ms < 0:
+        raise ConfigurationError("audit.sqlite-busy-timeout-ms", busy_timeout_ms, "must be >= 0")
+    database = parsed.database or ""
+    in_memory = database in ("", ":memory:") or database.startswith("file::memory:")
+    kwargs: dict[str, Any] = {"echo": echo}
+    if in_memory:
+        # One shared connection, or every checkout would see a different empty database.
+        kwargs.update(poolclass=StaticPool, connect_args={"check_same_thread": False})
+    elif create_dir:
+        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(parsed, **kwargs)
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # The driver must not open transactions on its own: we emit BEGIN ourselves.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            if not in_memory:
+                cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=FULL")
+            cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+            cursor.execute("PRAGMA foreign_keys=ON")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        mode = connection.get_execution_options().get(SQLITE_BEGIN_OPTION, "DEFERRED")
+        connection.exec_driver_sql(_BEGIN_MODES.get(str(mode), "BEGIN DEFERRED"))
+
+    return engine

@@ -1,0 +1,157 @@
+"""SQLAlchemy 2 models of the audit store.
+
+``tool_invocation`` holds one row per ``lookup_knowledge`` call; ``invocation_evidence``
+one row per block the agent was shown. The evidence rows repeat ``session_id`` so that
+citation verification ("was this document_id returned to this session?") is a lookup in
+``ix_invocation_evidence_session_document`` without touching JSON or scanning a session.
+
+The Alembic revisions in ``lookup_knowledge.migrations`` create exactly this schema; a
+test runs autogenerate against the migrated database and expects no difference.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    Uuid,
+    func,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeDecorator
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+ID_LEN = 255
+DOCUMENT_ID_LEN = 1024
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC datetime on every dialect.
+
+    PostgreSQL stores ``timestamptz``; SQLite has no time zones, so values are stored as
+    naive UTC and given ``tzinfo=UTC`` again on the way out. Naive inputs are taken as UTC.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        at = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+        return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+
+
+JSONDocument = JSON().with_variant(JSONB(), "postgresql")
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class ToolInvocationRow(Base):
+    __tablename__ = "tool_invocation"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid(), primary_key=True)
+    session_id: Mapped[str] = mapped_column(String(ID_LEN))
+    seq: Mapped[int] = mapped_column(Integer)
+    step_id: Mapped[str | None] = mapped_column(String(ID_LEN))
+    tool_call_id: Mapped[str | None] = mapped_column(String(ID_LEN))
+    tool_name: Mapped[str] = mapped_column(String(ID_LEN))
+    query: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16))
+    error_code: Mapped[str | None] = mapped_column(String(ID_LEN))
+    error_message: Mapped[str | None] = mapped_column(Text)
+    quality_score: Mapped[float] = mapped_column(Float)
+    relevance_level: Mapped[str] = mapped_column(String(32))
+    retrieval_mode: Mapped[str] = mapped_column(String(16))
+    filter_applied: Mapped[str | None] = mapped_column(Text)
+    fallback_reason: Mapped[str | None] = mapped_column(String(ID_LEN))
+    retrieve_k: Mapped[int] = mapped_column(Integer)
+    return_n: Mapped[int] = mapped_column(Integer)
+    candidate_count: Mapped[int] = mapped_column(Integer)
+    returned_count: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    duration_ms: Mapped[float] = mapped_column(Float)
+    trace_id: Mapped[str | None] = mapped_column(String(64))
+    span_id: Mapped[str | None] = mapped_column(String(32))
+    retrieval_details: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
+    recorded_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now()
+    )
+
+    evidence: Mapped[list[EvidenceRow]] = relationship(
+        back_populates="invocation",
+        order_by="EvidenceRow.rank",
+        cascade="all, delete-orphan",
+        passive_deletes=True,
+    )
+
+    __table_args__ = (
+        UniqueConstraint("session_id", "seq"),
+        CheckConstraint("status IN ('ok', 'no_evidence', 'error')", name="status"),
+        CheckConstraint("seq >= 1", name="seq_positive"),
+        Index("ix_tool_invocation_started_at", "started_at"),
+        Index("ix_tool_invocation_status_started_at", "status", "started_at"),
+        Index("ix_tool_invocation_session_step", "session_id", "step_id"),
+    )
+
+
+class EvidenceRow(Base):
+    __tablename__ = "invocation_evidence"
+
+    invocation_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid(), ForeignKey("tool_invocation.id", ondelete="CASCADE"), primary_key=True
+    )
+    rank: Mapped[int] = mapped_column(Integer, primary_key=True)
+    session_id: Mapped[str] = mapped_column(String(ID_LEN))
+    document_id: Mapped[str] = mapped_column(String(DOCUMENT_ID_LEN))
+    doc_id: Mapped[str | None] = mapped_column(String(DOCUMENT_ID_LEN))
+    chunk_index: Mapped[int | None] = mapped_column(Integer)
+    source: Mapped[str] = mapped_column(Text)
+    category: Mapped[str] = mapped_column(String(ID_LEN))
+    score_before: Mapped[float] = mapped_column(Float)
+    score_after: Mapped[float] = mapped_column(Float)
+    projected: Mapped[bool] = mapped_column(Boolean)
+    in_context_pack: Mapped[bool] = mapped_column(Boolean)
+    content_hash: Mapped[str] = mapped_column(String(128))
+
+    invocation: Mapped[ToolInvocationRow] = relationship(back_populates="evidence")
+
+    __table_args__ = (
+        Index("ix_invocation_evidence_session_document", "session_id", "document_id"),
+    )
+
+
+tool_invocation: Table = Base.metadata.tables["tool_invocation"]
+invocation_evidence: Table = Base.metadata.tables["invocation_evidence"]

@@ -1,0 +1,383 @@
+"""``SqlAuditQueries``: the audit read side over SQLAlchemy Core, bound parameters only.
+
+Citation verification is one statement (``citation_sources_statement``): an index range
+scan of ``ix_invocation_evidence_session_document`` for (session_id, document_id IN ...)
+joined to ``tool_invocation`` by primary key. The benchmark explains exactly this
+statement.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Engine,
+    Row,
+    RowMapping,
+    Select,
+    and_,
+    case,
+    distinct,
+    func,
+    select,
+)
+from sqlalchemy.exc import SQLAlchemyError
+
+from lookup_knowledge.adapters.audit.errors import translate
+from lookup_knowledge.adapters.audit.models import invocation_evidence, tool_invocation
+from lookup_knowledge.application.audit import (
+    AuditQueries,
+    CitationSource,
+    DocumentCount,
+    EvidenceView,
+    InvocationDetail,
+    InvocationFilter,
+    InvocationPage,
+    InvocationSummary,
+    QualitySummary,
+    ShownEvidence,
+    TimeRange,
+    check_session_id,
+    check_top_limit,
+    nearest_rank_index,
+    normalise_cited,
+    parse_invocation_id,
+)
+from lookup_knowledge.domain.errors import NotFoundError
+
+T = tool_invocation
+E = invocation_evidence
+
+R = TypeVar("R")
+
+_SUMMARY_COLUMNS = (
+    T.c.id,
+    T.c.session_id,
+    T.c.seq,
+    T.c.step_id,
+    T.c.tool_call_id,
+    T.c.tool_name,
+    T.c.query,
+    T.c.status,
+    T.c.error_code,
+    T.c.quality_score,
+    T.c.relevance_level,
+    T.c.retrieval_mode,
+    T.c.filter_applied,
+    T.c.fallback_reason,
+    T.c.candidate_count,
+    T.c.returned_count,
+    T.c.started_at,
+    T.c.duration_ms,
+)
+_EVIDENCE_COLUMNS = (
+    E.c.rank,
+    E.c.document_id,
+    E.c.doc_id,
+    E.c.chunk_index,
+    E.c.source,
+    E.c.category,
+    E.c.score_before,
+    E.c.score_after,
+    E.c.projected,
+    E.c.in_context_pack,
+    E.c.content_hash,
+)
+
+
+def citation_sources_statement(session_id: str, document_ids: Sequence[str]) -> Select[Any]:
+    """Every return of the cited ids in the session, first returns first."""
+    return (
+        select(E.c.document_id, E.c.invocation_id, E.c.rank, T.c.seq, T.c.step_id)
+        .join(T, T.c.id == E.c.invocation_id)
+        .where(E.c.session_id == session_id, E.c.document_id.in_(list(document_ids)))
+        .order_by(T.c.seq, E.c.rank)
+    )
+
+
+def _time_conditions(time_range: TimeRange) -> list[ColumnElement[bool]]:
+    conditions: list[ColumnElement[bool]] = []
+    if time_range.started_from is not None:
+        conditions.append(T.c.started_at >= time_range.started_from)
+    if time_range.started_to is not None:
+        conditions.append(T.c.started_at < time_range.started_to)
+    return conditions
+
+
+def _summary(m: RowMapping) -> InvocationSummary:
+    return InvocationSummary(
+        id=str(m["id"]),
+        session_id=m["session_id"],
+        seq=int(m["seq"]),
+        step_id=m["step_id"],
+        tool_call_id=m["tool_call_id"],
+        tool_name=m["tool_name"],
+        query=m["query"],
+        status=m["status"],
+        error_code=m["error_code"],
+        quality_score=float(m["quality_score"]),
+        relevance_level=m["relevance_level"],
+        retrieval_mode=m["retrieval_mode"],
+        filter_applied=m["filter_applied"],
+        fallback_reason=m["fallback_reason"],
+        candidate_count=int(m["candidate_count"]),
+        returned_count=int(m["returned_count"]),
+        started_at=m["started_at"],
+        duration_ms=float(m["duration_ms"]),
+    )
+
+
+def _evidence(m: RowMapping) -> EvidenceView:
+    return EvidenceView(
+        rank=int(m["rank"]),
+        document_id=m["document_id"],
+        doc_id=m["doc_id"],
+        chunk_index=m["chunk_index"],
+        source=m["source"],
+        category=m["category"],
+        score_before=float(m["score_before"]),
+        score_after=float(m["score_after"]),
+        projected=bool(m["projected"]),
+        in_context_pack=bool(m["in_context_pack"]),
+        content_hash=m["content_hash"],
+    )
+
+
+class SqlAuditQueries(AuditQueries):
+    """Thread-safe (one pooled connection per call)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._is_pg = engine.dialect.name == "postgresql"
+
+    def _run(self, doing: str, work: Callable[[Connection], R]) -> R:
+        try:
+            with self._engine.connect() as conn:
+                return work(conn)
+        except SQLAlchemyError as error:
+            raise translate(error, doing) from error
+
+    # ------------------------------------------------------------------ invocations
+
+    def list_invocations(self, query: InvocationFilter) -> InvocationPage:
+        conditions = _time_conditions(query.time_range)
+        if query.session_id is not None:
+            conditions.append(T.c.session_id == query.session_id)
+        if query.step_id is not None:
+            conditions.append(T.c.step_id == query.step_id)
+        if query.status is not None:
+            conditions.append(T.c.status == query.status)
+        order = (
+            (T.c.started_at.desc(), T.c.id.desc())
+            if query.newest_first
+            else (T.c.started_at.asc(), T.c.id.asc())
+        )
+        stmt = (
+            select(*_SUMMARY_COLUMNS)
+            .where(and_(True, *conditions))
+            .order_by(*order)
+            .limit(query.limit + 1)
+            .offset(query.offset)
+        )
+        rows = self._run("listing invocations", lambda c: c.execute(stmt).all())
+        items = tuple(_summary(r._mapping) for r in rows[: query.limit])
+        more = len(rows) > query.limit
+        return InvocationPage(items, query.offset + query.limit if more else None)
+
+    def get_invocation(self, invocation_id: str) -> InvocationDetail:
+        uid = parse_invocation_id(invocation_id)
+
+        def work(conn: Connection) -> tuple[RowMapping | None, list[RowMapping]]:
+            head = (
+                conn.execute(
+                    select(
+                        *_SUMMARY_COLUMNS,
+                        T.c.error_message,
+                        T.c.retrieve_k,
+                        T.c.return_n,
+                        T.c.trace_id,
+                        T.c.span_id,
+                        T.c.retrieval_details,
+                    ).where(T.c.id == uid)
+                )
+                .mappings()
+                .first()
+            )
+            if head is None:
+                return None, []
+            rows = (
+                conn.execute(
+                    select(*_EVIDENCE_COLUMNS).where(E.c.invocation_id == uid).order_by(E.c.rank)
+                )
+                .mappings()
+                .all()
+            )
+            return head, list(rows)
+
+        head, rows = self._run("reading an invocation", work)
+        if head is None:
+            raise NotFoundError(f"no tool invocation with id {uid}")
+        m = head
+        return InvocationDetail(
+            summary=_summary(head),
+            error_message=m["error_message"],
+            retrieve_k=int(m["retrieve_k"]),
+            return_n=int(m["return_n"]),
+            trace_id=m["trace_id"],
+            span_id=m["span_id"],
+            retrieval_details=dict(m["retrieval_details"] or {}),
+            evidence=tuple(_evidence(r) for r in rows),
+        )
+
+    # ------------------------------------------------------------------ sessions
+
+    def session_evidence(self, session_id: str) -> tuple[ShownEvidence, ...]:
+        check_session_id(session_id)
+        stmt = (
+            select(*_EVIDENCE_COLUMNS, E.c.invocation_id, T.c.seq, T.c.step_id, T.c.started_at)
+            .join(T, T.c.id == E.c.invocation_id)
+            .where(E.c.session_id == session_id)
+            .order_by(T.c.seq, E.c.rank)
+        )
+        rows = self._run("reading a session's evidence", lambda c: c.execute(stmt).all())
+        return tuple(
+            ShownEvidence(
+                invocation_id=str(r._mapping["invocation_id"]),
+                seq=int(r._mapping["seq"]),
+                step_id=r._mapping["step_id"],
+                started_at=r._mapping["started_at"],
+                evidence=_evidence(r._mapping),
+            )
+            for r in rows
+        )
+
+    def session_domains(self, session_id: str) -> tuple[str, ...]:
+        check_session_id(session_id)
+        stmt = (
+            select(E.c.category)
+            .join(T, T.c.id == E.c.invocation_id)
+            .where(E.c.session_id == session_id, E.c.category != "")
+            .order_by(T.c.seq, E.c.rank)
+        )
+        rows = self._run("reading a session's domains", lambda c: c.execute(stmt).scalars().all())
+        return tuple(dict.fromkeys(rows))
+
+    def find_citation_sources(
+        self, session_id: str, document_ids: Sequence[str]
+    ) -> dict[str, CitationSource]:
+        check_session_id(session_id)
+        cited = normalise_cited(document_ids)
+        if not cited:
+            return {}
+        stmt = citation_sources_statement(session_id, cited)
+        rows = self._run("verifying citations", lambda c: c.execute(stmt).all())
+        found: dict[str, CitationSource] = {}
+        for r in rows:
+            m = r._mapping
+            if m["document_id"] not in found:
+                found[m["document_id"]] = CitationSource(
+                    document_id=m["document_id"],
+                    invocation_id=str(m["invocation_id"]),
+                    step_id=m["step_id"],
+                    seq=int(m["seq"]),
+                    rank=int(m["rank"]),
+                )
+        return found
+
+    # ------------------------------------------------------------------ eval
+
+    def top_documents(self, time_range: TimeRange, limit: int = 10) -> tuple[DocumentCount, ...]:
+        check_top_limit(limit)
+        times = func.count().label("times")
+        stmt = (
+            select(
+                E.c.document_id,
+                func.max(E.c.doc_id).label("doc_id"),
+                func.max(E.c.source).label("source"),
+                times,
+                func.count(distinct(E.c.session_id)).label("sessions"),
+            )
+            .join(T, T.c.id == E.c.invocation_id)
+            .where(and_(True, *_time_conditions(time_range)))
+            .group_by(E.c.document_id)
+            .order_by(times.desc(), E.c.document_id)
+            .limit(limit)
+        )
+        rows = self._run("ranking documents", lambda c: c.execute(stmt).all())
+        return tuple(
+            DocumentCount(
+                document_id=r._mapping["document_id"],
+                doc_id=r._mapping["doc_id"],
+                source=r._mapping["source"] or "",
+                times_returned=int(r._mapping["times"]),
+                sessions=int(r._mapping["sessions"]),
+            )
+            for r in rows
+        )
+
+    def quality_summary(self, time_range: TimeRange, top_n: int = 10) -> QualitySummary:
+        check_top_limit(top_n)
+        where = and_(True, *_time_conditions(time_range))
+
+        def count_if(condition: ColumnElement[bool]) -> Any:
+            return func.coalesce(func.sum(case((condition, 1), else_=0)), 0)
+
+        columns: list[Any] = [
+            func.count().label("n"),
+            count_if(T.c.status == "ok").label("ok"),
+            count_if(T.c.status == "no_evidence").label("no_evidence"),
+            count_if(T.c.status == "error").label("error"),
+            count_if(and_(T.c.fallback_reason.is_not(None), T.c.fallback_reason != "")).label(
+                "fallback"
+            ),
+            func.avg(case((T.c.status != "error", T.c.quality_score))).label("mean_quality"),
+        ]
+        if self._is_pg:
+            columns += [
+                func.percentile_disc(0.5).within_group(T.c.duration_ms).label("p50"),
+                func.percentile_disc(0.95).within_group(T.c.duration_ms).label("p95"),
+            ]
+
+        def work(conn: Connection) -> tuple[Row[Any], float | None, float | None]:
+            head = conn.execute(select(*columns).where(where)).one()
+            m = head._mapping
+            if self._is_pg or not m["n"]:
+                return head, m.get("p50"), m.get("p95")
+            n = int(m["n"])
+
+            def at(percentile: float) -> float:
+                value = conn.execute(
+                    select(T.c.duration_ms)
+                    .where(where)
+                    .order_by(T.c.duration_ms)
+                    .limit(1)
+                    .offset(nearest_rank_index(n, percentile))
+                ).scalar_one()
+                return float(value)
+
+            return head, at(50), at(95)
+
+        head, p50, p95 = self._run("summarising quality", work)
+        m = head._mapping
+        n = int(m["n"])
+        return QualitySummary(
+            time_range=time_range,
+            count=n,
+            ok_count=int(m["ok"]),
+            no_evidence_count=int(m["no_evidence"]),
+            error_count=int(m["error"]),
+            fallback_count=int(m["fallback"]),
+            mean_quality=None if m["mean_quality"] is None else float(m["mean_quality"]),
+            p50_duration_ms=None if p50 is None else float(p50),
+            p95_duration_ms=None if p95 is None else float(p95),
+            top_documents=self.top_documents(time_range, top_n) if n else (),
+        )
+
+
+def parse_id(value: str) -> uuid.UUID:
+    """Exposed for callers holding a raw id (the CLI): ``InvalidInputError`` if malformed."""
+    return parse_invocation_id(value)

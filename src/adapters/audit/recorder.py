@@ -1,0 +1,342 @@
+"""``SqlToolInvocationRecorder``: every lookup leaves a durable record, or a spooled one.
+
+Write path (one transaction per invocation):
+
+1. PostgreSQL: ``pg_advisory_xact_lock`` on the session (writers of one session queue
+   up); SQLite: ``BEGIN IMMEDIATE`` (the database write lock, taken before reading).
+2. If the id is already there, stop: a retried write is a no-op.
+3. ``seq`` = max(seq of the session) + 1, read through the (session_id, seq) index.
+4. Insert the invocation and its evidence rows; commit.
+
+A unique violation on (session_id, seq) (a writer that does not take the lock) is retried.
+Any failure puts the record in the local spool (fsync'd) instead, and the call still
+returns: ``RecordOutcome.SPOOLED``. Spooled records are replayed in order, before any new
+write, on the next ``record`` and on ``flush``, and at start-up (including spools that a
+dead process left behind in the same directory). While the spool is not empty, new
+records queue behind it, so a session's ``seq`` follows the order of its lookups.
+After a failure, the database is left alone for a backoff interval (doubling up to
+``backoff_max_s``), so that a dead database costs a lookup one failed attempt, not one per
+call; ``flush`` ignores the backoff.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, exists, func, insert, select
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+
+from lookup_knowledge.adapters.audit.codec import clean_invocation
+from lookup_knowledge.adapters.audit.engine import SQLITE_BEGIN_OPTION
+from lookup_knowledge.adapters.audit.errors import is_permanent
+from lookup_knowledge.adapters.audit.models import invocation_evidence, tool_invocation
+from lookup_knowledge.adapters.audit.spool import Spool, SpoolEntry
+from lookup_knowledge.application.audit import validate_invocation
+from lookup_knowledge.application.ports import (
+    RecordOutcome,
+    ToolInvocation,
+    ToolInvocationRecorder,
+)
+from lookup_knowledge.domain.errors import AuditError
+
+T = tool_invocation
+E = invocation_evidence
+
+logger = logging.getLogger(__name__)
+
+_COMPACT_EVERY = 256
+
+
+def session_lock_key(session_id: str) -> int:
+    """A stable signed 64-bit key for ``pg_advisory_xact_lock`` (the same in every process)."""
+    digest = hashlib.blake2b(session_id.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def invocation_row(invocation: ToolInvocation, seq: int) -> dict[str, Any]:
+    return {
+        "id": uuid.UUID(invocation.id),
+        "session_id": invocation.session_id,
+        "seq": seq,
+        "step_id": invocation.step_id,
+        "tool_call_id": invocation.tool_call_id,
+        "tool_name": invocation.tool_name,
+        "query": invocation.query,
+        "status": invocation.status,
+        "error_code": invocation.error_code,
+        "error_message": invocation.error_message,
+        "quality_score": float(invocation.quality_score),
+        "relevance_level": invocation.relevance_level,
+        "retrieval_mode": invocation.retrieval_mode,
+        "filter_applied": invocation.filter_applied,
+        "fallback_reason": invocation.fallback_reason,
+        "retrieve_k": invocation.retrieve_k,
+        "return_n": invocation.return_n,
+        "candidate_count": invocation.candidate_count,
+        "returned_count": invocation.returned_count,
+        "started_at": invocation.started_at,
+        "duration_ms": float(invocation.duration_ms),
+        "trace_id": invocation.trace_id,
+        "span_id": invocation.span_id,
+        "retrieval_details": dict(invocation.retrieval_details),
+    }
+
+
+def evidence_rows(invocation: ToolInvocation) -> list[dict[str, Any]]:
+    invocation_id = uuid.UUID(invocation.id)
+    return [
+        {
+            "invocation_id": invocation_id,
+            "rank": e.rank,
+            "session_id": invocation.session_id,
+            "document_id": e.document_id,
+            "doc_id": e.doc_id,
+            "chunk_index": e.chunk_index,
+            "source": e.source,
+            "category": e.category,
+            "score_before": float(e.score_before),
+            "score_after": float(e.score_after),
+            "projected": bool(e.projected),
+            "in_context_pack": bool(e.in_context_pack),
+            "content_hash": e.content_hash,
+        }
+        for e in invocation.evidence
+    ]
+
+
+class SqlToolInvocationRecorder(ToolInvocationRecorder):
+    """Thread-safe. ``engine`` from ``create_audit_engine``; ``spool_dir`` a local directory
+    (created if missing) that survives restarts, e.g. next to the SQLite file or under
+    the service's state directory."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        spool_dir: str | Path,
+        *,
+        replay_on_start: bool = True,
+        backoff_initial_s: float = 0.5,
+        backoff_max_s: float = 30.0,
+        max_seq_retries: int = 20,
+        fsync: bool = True,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if backoff_initial_s < 0 or backoff_max_s < backoff_initial_s:
+            raise ValueError("need 0 <= backoff_initial_s <= backoff_max_s")
+        if max_seq_retries < 1:
+            raise ValueError("max_seq_retries must be >= 1")
+        self._engine = engine
+        self._is_pg = engine.dialect.name == "postgresql"
+        self._is_sqlite = engine.dialect.name == "sqlite"
+        self._spool = Spool(spool_dir, fsync=fsync)
+        self._lock = threading.RLock()  # spool + counters
+        self._replay_lock = threading.Lock()  # one replayer at a time
+        self._failures = 0
+        self._committed = 0
+        self._backoff_initial = backoff_initial_s
+        self._backoff_max = backoff_max_s
+        self._backoff = 0.0
+        self._retry_at = 0.0
+        self._max_seq_retries = max_seq_retries
+        self._monotonic = monotonic
+        self._closed = False
+        if replay_on_start:
+            self._spool.adopt_orphans()
+            if len(self._spool):
+                self._drain(respect_backoff=False, blocking=True)
+
+    # ------------------------------------------------------------------ port
+
+    def record(self, invocation: ToolInvocation) -> RecordOutcome:
+        validate_invocation(invocation)
+        if self._closed:
+            raise AuditError("the audit recorder is closed")
+        clean = clean_invocation(invocation)
+        if len(self._spool):
+            self._drain(respect_backoff=True, blocking=False)
+        with self._lock:
+            if len(self._spool) or self._in_backoff():
+                # Behind the queue: keeps the session's order.
+                self._spool.append(clean)
+                return RecordOutcome.SPOOLED
+        try:
+            inserted = self._write(clean)
+        except Exception as error:  # noqa: BLE001 - any failure: the record must not be lost
+            self._note_failure(error, clean.id, "write")
+            with self._lock:
+                self._spool.append(clean)  # raises AuditError only if the disk refuses
+            return RecordOutcome.SPOOLED
+        self._note_success(inserted)
+        return RecordOutcome.COMMITTED
+
+    def flush(self, session_id: str | None = None, timeout_s: float = 10.0) -> bool:
+        deadline = self._monotonic() + max(0.0, timeout_s)
+        pause = 0.05
+        self._spool.adopt_orphans()
+        while True:
+            if self._spool.pending(session_id):
+                self._drain(respect_backoff=False, blocking=True)
+            if not self._spool.pending(session_id):
+                return True
+            remaining = deadline - self._monotonic()
+            if remaining <= 0:
+                return False
+            time.sleep(min(pause, remaining))
+            pause = min(pause * 2, 1.0)
+
+    def pending_count(self, session_id: str | None = None) -> int:
+        return self._spool.pending(session_id)
+
+    def failure_count(self) -> int:
+        return self._failures
+
+    def rejected_count(self) -> int:
+        """Records (or spool lines) set aside in ``rejected.jsonl``: kept, never replayed."""
+        return self._spool.rejected_count()
+
+    def committed_count(self) -> int:
+        return self._committed
+
+    @property
+    def spool_directory(self) -> Path:
+        return self._spool.directory
+
+    def close(self) -> None:
+        """Stop; spooled records stay on disk and are replayed by the next recorder."""
+        with self._replay_lock, self._lock:
+            self._closed = True
+            self._spool.close()
+
+    # ------------------------------------------------------------------ replay
+
+    def _drain(self, *, respect_backoff: bool, blocking: bool) -> None:
+        for _ in range(3):  # a record spooled while the replayer was finishing
+            if not self._replay_lock.acquire(blocking=blocking):
+                return
+            try:
+                ok = self._drain_locked(respect_backoff)
+            finally:
+                self._replay_lock.release()
+            if not ok or not len(self._spool):
+                return
+
+    def _drain_locked(self, respect_backoff: bool) -> bool:
+        """Replay from the head until empty or a transient failure (False then)."""
+        done = 0
+        try:
+            while True:
+                with self._lock:
+                    if respect_backoff and self._in_backoff():
+                        return False
+                    entry = self._spool.head()
+                if entry is None:
+                    return True
+                if not self._replay_one(entry):
+                    return False
+                done += 1
+                if done % _COMPACT_EVERY == 0:
+                    self._spool.compact()
+        finally:
+            self._spool.compact()
+
+    def _replay_one(self, entry: SpoolEntry) -> bool:
+        try:
+            inserted = self._write(entry.invocation)
+        except Exception as error:  # noqa: BLE001 - classified below, never lost
+            if is_permanent(error):
+                self._note_failure(error, entry.invocation.id, "replay (rejected)", backoff=False)
+                self._spool.reject_head(entry, f"{type(error).__name__}: {error}")
+                return True
+            self._note_failure(error, entry.invocation.id, "replay")
+            return False
+        self._note_success(inserted)
+        self._spool.pop_head(entry)
+        return True
+
+    # ------------------------------------------------------------------ database
+
+    def _write(self, invocation: ToolInvocation) -> bool:
+        """Insert in one transaction; False when the id was already recorded."""
+        invocation_id = uuid.UUID(invocation.id)
+        for attempt in range(1, self._max_seq_retries + 1):
+            try:
+                return self._insert_once(invocation)
+            except IntegrityError:
+                if self._exists(invocation_id):
+                    return False  # a concurrent retry of the same record won
+                if attempt == self._max_seq_retries:
+                    raise
+                time.sleep(random.uniform(0.0, 0.002 * attempt))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _insert_once(self, invocation: ToolInvocation) -> bool:
+        options = {SQLITE_BEGIN_OPTION: "IMMEDIATE"} if self._is_sqlite else {}
+        with self._engine.connect().execution_options(**options) as conn, conn.begin():
+            if self._is_pg:
+                conn.execute(
+                    select(func.pg_advisory_xact_lock(session_lock_key(invocation.session_id)))
+                )
+            if conn.execute(select(exists().where(T.c.id == uuid.UUID(invocation.id)))).scalar():
+                return False
+            seq = self._next_seq(conn, invocation.session_id)
+            conn.execute(insert(T), [invocation_row(invocation, seq)])
+            rows = evidence_rows(invocation)
+            if rows:
+                conn.execute(insert(E), rows)
+        return True
+
+    def _next_seq(self, conn: Connection, session_id: str) -> int:
+        value = conn.execute(
+            select(func.coalesce(func.max(T.c.seq), 0) + 1).where(T.c.session_id == session_id)
+        ).scalar_one()
+        return int(value)
+
+    def _exists(self, invocation_id: uuid.UUID) -> bool:
+        try:
+            with self._engine.connect() as conn:
+                return bool(conn.execute(select(exists().where(T.c.id == invocation_id))).scalar())
+        except SQLAlchemyError:
+            return False
+
+    # ------------------------------------------------------------------ health
+
+    def _in_backoff(self) -> bool:
+        return self._retry_at > self._monotonic()
+
+    def _note_failure(
+        self, error: BaseException, invocation_id: str, doing: str, *, backoff: bool = True
+    ) -> None:
+        with self._lock:
+            self._failures += 1
+            if backoff:
+                self._backoff = (
+                    self._backoff_initial
+                    if self._backoff == 0.0
+                    else min(self._backoff * 2, self._backoff_max)
+                )
+                self._retry_at = self._monotonic() + self._backoff
+            failures = self._failures
+        logger.warning(
+            "audit %s failed; record kept in the local spool",
+            doing,
+            extra={
+                "invocation_id": invocation_id,
+                "error": f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}",
+                "audit_failures": failures,
+                "audit_pending": len(self._spool),
+            },
+        )
+
+    def _note_success(self, inserted: bool) -> None:
+        with self._lock:
+            self._committed += int(inserted)
+            self._backoff = 0.0
+            self._retry_at = 0.0

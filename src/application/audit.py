@@ -1,0 +1,422 @@
+"""Reading the audit store: the ``AuditQueries`` port, its DTOs, and ``VerifyCitations``.
+
+The Verifier (EvidenceGuard) asks one question of the store: was every ``document_id`` an
+agent cited really returned to it in that session? The Eval harness asks what was
+retrieved and how good it was. Both read through ``AuditQueries``; the SQL adapter answers
+from the normalised evidence table with index lookups, the in-memory fake from lists.
+
+Records written by ``ToolInvocationRecorder`` may still sit in the recorder's local spool
+(the database was unreachable); ``VerifyCitations`` flushes first and reports how many of
+the session's records are still pending, so a citation is never called "unknown" without
+saying that the answer is incomplete.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from types import MappingProxyType
+
+from lookup_knowledge.application.ports import ToolInvocation, ToolInvocationRecorder
+from lookup_knowledge.domain.errors import AuditError, InvalidInputError
+from lookup_knowledge.domain.model import InvocationStatus
+
+# Limits shared by every implementation, so that the fake and the SQL store accept and
+# reject exactly the same records and queries.
+MAX_ID_CHARS = 255
+MAX_DOCUMENT_ID_CHARS = 1024
+MAX_PAGE_SIZE = 1000
+MAX_CITED_IDS = 1000
+STATUSES = frozenset(s.value for s in InvocationStatus)
+
+_EMPTY: Mapping[str, object] = MappingProxyType({})
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def parse_invocation_id(value: str) -> uuid.UUID:
+    """The canonical UUID of an invocation id; ``InvalidInputError`` when malformed."""
+    if not isinstance(value, str):
+        raise InvalidInputError("an invocation id must be a string")
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise InvalidInputError(f"not an invocation id (a UUID expected): {value[:80]!r}") from None
+
+
+def validate_invocation(invocation: ToolInvocation) -> None:
+    """Reject a record that no store could keep; raises ``AuditError``.
+
+    Recorders call this before writing so that a malformed record fails at once (the
+    lookup logs it) instead of sitting in the spool forever.
+    """
+
+    def fail(why: str) -> None:
+        raise AuditError(f"invalid tool invocation record {invocation.id!r}: {why}")
+
+    try:
+        uuid.UUID(invocation.id)
+    except (ValueError, TypeError, AttributeError):
+        fail("id is not a UUID")
+    if not isinstance(invocation.session_id, str) or not invocation.session_id.strip():
+        fail("session_id is empty")
+    for name in ("session_id", "step_id", "tool_call_id", "tool_name", "error_code"):
+        value = getattr(invocation, name)
+        if value is not None and (not isinstance(value, str) or len(value) > MAX_ID_CHARS):
+            fail(f"{name} must be a string of at most {MAX_ID_CHARS} characters")
+    if invocation.status not in STATUSES:
+        fail(f"status must be one of {sorted(STATUSES)}, not {invocation.status!r}")
+    if not isinstance(invocation.started_at, datetime):
+        fail("started_at must be a datetime")
+    if not math.isfinite(invocation.duration_ms) or invocation.duration_ms < 0:
+        fail("duration_ms must be a finite number >= 0")
+    ranks: set[int] = set()
+    for item in invocation.evidence:
+        if item.rank in ranks:
+            fail(f"evidence rank {item.rank} appears twice")
+        ranks.add(item.rank)
+        if not item.document_id or len(item.document_id) > MAX_DOCUMENT_ID_CHARS:
+            fail(f"evidence document_id must have 1..{MAX_DOCUMENT_ID_CHARS} characters")
+        if item.doc_id is not None and len(item.doc_id) > MAX_DOCUMENT_ID_CHARS:
+            fail(f"evidence doc_id must have at most {MAX_DOCUMENT_ID_CHARS} characters")
+        if len(item.category) > MAX_ID_CHARS:
+            fail(f"evidence category must have at most {MAX_ID_CHARS} characters")
+
+
+def _require_session(session_id: str) -> str:
+    if not isinstance(session_id, str) or not session_id.strip():
+        raise InvalidInputError("session_id must be a non-empty string")
+    if len(session_id) > MAX_ID_CHARS:
+        raise InvalidInputError(f"session_id is longer than {MAX_ID_CHARS} characters")
+    return session_id
+
+
+def _require_aware(name: str, value: datetime | None) -> None:
+    if value is not None and (value.tzinfo is None or value.utcoffset() is None):
+        raise InvalidInputError(f"{name} must be timezone-aware")
+
+
+@dataclass(frozen=True, slots=True)
+class TimeRange:
+    """``[started_from, started_to)``; either bound may be open (None)."""
+
+    started_from: datetime | None = None
+    started_to: datetime | None = None
+
+    def __post_init__(self) -> None:
+        _require_aware("started_from", self.started_from)
+        _require_aware("started_to", self.started_to)
+        if (
+            self.started_from is not None
+            and self.started_to is not None
+            and self.started_from > self.started_to
+        ):
+            raise InvalidInputError("started_from must not be after started_to")
+
+    def contains(self, at: datetime) -> bool:
+        if self.started_from is not None and at < self.started_from:
+            return False
+        return self.started_to is None or at < self.started_to
+
+
+# --------------------------------------------------------------------------- DTOs
+
+
+@dataclass(frozen=True, slots=True)
+class InvocationFilter:
+    """Which invocations to list, and which page.
+
+    Results are ordered by ``(started_at, id)`` (oldest first unless ``newest_first``);
+    ``offset``/``limit`` page through them.
+    """
+
+    session_id: str | None = None
+    step_id: str | None = None
+    status: str | None = None
+    time_range: TimeRange = field(default_factory=TimeRange)
+    limit: int = 50
+    offset: int = 0
+    newest_first: bool = False
+
+    def __post_init__(self) -> None:
+        if self.session_id is not None:
+            _require_session(self.session_id)
+        if self.step_id is not None and (not self.step_id or len(self.step_id) > MAX_ID_CHARS):
+            raise InvalidInputError(f"step_id must have 1..{MAX_ID_CHARS} characters")
+        if self.status is not None and self.status not in STATUSES:
+            raise InvalidInputError(f"status must be one of {sorted(STATUSES)}")
+        if isinstance(self.limit, bool) or not 1 <= self.limit <= MAX_PAGE_SIZE:
+            raise InvalidInputError(f"limit must be between 1 and {MAX_PAGE_SIZE}")
+        if isinstance(self.offset, bool) or self.offset < 0:
+            raise InvalidInputError("offset must be >= 0")
+
+
+@dataclass(frozen=True, slots=True)
+class InvocationSummary:
+    id: str
+    session_id: str
+    seq: int
+    step_id: str | None
+    tool_call_id: str | None
+    tool_name: str
+    query: str
+    status: str
+    error_code: str | None
+    quality_score: float
+    relevance_level: str
+    retrieval_mode: str
+    filter_applied: str | None
+    fallback_reason: str | None
+    candidate_count: int
+    returned_count: int
+    started_at: datetime
+    duration_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceView:
+    """One evidence row of an invocation, as stored."""
+
+    rank: int
+    document_id: str
+    doc_id: str | None
+    chunk_index: int | None
+    source: str
+    category: str
+    score_before: float
+    score_after: float
+    projected: bool
+    in_context_pack: bool
+    content_hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class InvocationDetail:
+    summary: InvocationSummary
+    error_message: str | None
+    retrieve_k: int
+    return_n: int
+    trace_id: str | None
+    span_id: str | None
+    retrieval_details: Mapping[str, object]
+    evidence: tuple[EvidenceView, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class InvocationPage:
+    items: tuple[InvocationSummary, ...]
+    next_offset: int | None  # None when this is the last page
+
+
+@dataclass(frozen=True, slots=True)
+class ShownEvidence:
+    """One block a session was shown, with the invocation that showed it."""
+
+    invocation_id: str
+    seq: int
+    step_id: str | None
+    started_at: datetime
+    evidence: EvidenceView
+
+
+@dataclass(frozen=True, slots=True)
+class CitationSource:
+    """Where a cited document_id came from: its first return in the session."""
+
+    document_id: str
+    invocation_id: str
+    step_id: str | None
+    seq: int
+    rank: int
+
+
+@dataclass(frozen=True, slots=True)
+class CitationReport:
+    """The verdict on an agent's citations for one session.
+
+    ``valid`` keeps the order of the cited ids; ``unknown`` ids were never returned to
+    the session *as far as the database knows*. When ``pending_in_spool`` > 0 some of
+    the session's records are not in the database yet, so ``unknown`` may be too long:
+    ``conclusive`` is False then.
+    """
+
+    session_id: str
+    valid: tuple[CitationSource, ...]
+    unknown: tuple[str, ...]
+    pending_in_spool: int = 0
+
+    @property
+    def conclusive(self) -> bool:
+        return self.pending_in_spool == 0
+
+    @property
+    def all_valid(self) -> bool:
+        return not self.unknown
+
+    @property
+    def valid_ids(self) -> tuple[str, ...]:
+        return tuple(v.document_id for v in self.valid)
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentCount:
+    document_id: str
+    doc_id: str | None
+    source: str
+    times_returned: int
+    sessions: int
+
+
+@dataclass(frozen=True, slots=True)
+class QualitySummary:
+    """Quality over a time range. Rates are fractions of ``count``; ``mean_quality``
+    averages the non-error invocations; durations are nearest-rank percentiles."""
+
+    time_range: TimeRange
+    count: int
+    ok_count: int
+    no_evidence_count: int
+    error_count: int
+    fallback_count: int
+    mean_quality: float | None
+    p50_duration_ms: float | None
+    p95_duration_ms: float | None
+    top_documents: tuple[DocumentCount, ...]
+
+    @property
+    def no_evidence_rate(self) -> float:
+        return self.no_evidence_count / self.count if self.count else 0.0
+
+    @property
+    def fallback_rate(self) -> float:
+        return self.fallback_count / self.count if self.count else 0.0
+
+    @property
+    def error_rate(self) -> float:
+        return self.error_count / self.count if self.count else 0.0
+
+
+def nearest_rank(sorted_values: Sequence[float], percentile: float) -> float | None:
+    """The nearest-rank percentile (the value at rank ceil(p/100 * n), 1-based)."""
+    n = len(sorted_values)
+    if n == 0:
+        return None
+    return sorted_values[nearest_rank_index(n, percentile)]
+
+
+def nearest_rank_index(n: int, percentile: float) -> int:
+    """0-based index of the nearest-rank percentile among ``n`` sorted values."""
+    return max(0, min(n - 1, math.ceil(percentile / 100.0 * n) - 1))
+
+
+def normalise_cited(document_ids: Sequence[str]) -> tuple[str, ...]:
+    """Cited ids de-duplicated in first-cited order; rejects what no store could hold."""
+    if isinstance(document_ids, str):
+        raise InvalidInputError("document_ids must be a sequence of strings, not one string")
+    seen: dict[str, None] = {}
+    for item in document_ids:
+        if not isinstance(item, str) or not item or len(item) > MAX_DOCUMENT_ID_CHARS:
+            raise InvalidInputError(
+                f"each cited document_id must be a string of 1..{MAX_DOCUMENT_ID_CHARS} characters"
+            )
+        seen.setdefault(item, None)
+    if len(seen) > MAX_CITED_IDS:
+        raise InvalidInputError(f"at most {MAX_CITED_IDS} distinct document_ids per call")
+    return tuple(seen)
+
+
+# --------------------------------------------------------------------------- the port
+
+
+class AuditQueries(ABC):
+    """Read side of the audit store. Raises ``AuditUnavailable`` when the store cannot be
+    reached, ``AuditError`` for other storage failures, ``InvalidInputError`` for bad
+    arguments and ``NotFoundError`` for an unknown invocation id."""
+
+    @abstractmethod
+    def list_invocations(self, query: InvocationFilter) -> InvocationPage: ...
+
+    @abstractmethod
+    def get_invocation(self, invocation_id: str) -> InvocationDetail: ...
+
+    @abstractmethod
+    def session_evidence(self, session_id: str) -> tuple[ShownEvidence, ...]:
+        """Every block the session was shown, ordered by (seq, rank)."""
+
+    @abstractmethod
+    def session_domains(self, session_id: str) -> tuple[str, ...]:
+        """Non-empty categories of the session's evidence, in first-returned order."""
+
+    @abstractmethod
+    def find_citation_sources(
+        self, session_id: str, document_ids: Sequence[str]
+    ) -> dict[str, CitationSource]:
+        """For each id returned to the session: its first return (lowest seq, then rank).
+
+        ``document_ids`` is already normalised (see ``normalise_cited``); ids never
+        returned to the session are absent from the answer.
+        """
+
+    @abstractmethod
+    def top_documents(self, time_range: TimeRange, limit: int = 10) -> tuple[DocumentCount, ...]:
+        """Documents returned most often in the range (ties by document_id)."""
+
+    @abstractmethod
+    def quality_summary(self, time_range: TimeRange, top_n: int = 10) -> QualitySummary: ...
+
+    def verify_citations(self, session_id: str, document_ids: Sequence[str]) -> CitationReport:
+        """Valid and unknown citations as the database knows them (no spool view)."""
+        _require_session(session_id)
+        cited = normalise_cited(document_ids)
+        found = self.find_citation_sources(session_id, cited) if cited else {}
+        return CitationReport(
+            session_id=session_id,
+            valid=tuple(found[d] for d in cited if d in found),
+            unknown=tuple(d for d in cited if d not in found),
+        )
+
+
+def check_top_limit(limit: int) -> None:
+    if isinstance(limit, bool) or not 1 <= limit <= MAX_PAGE_SIZE:
+        raise InvalidInputError(f"limit must be between 1 and {MAX_PAGE_SIZE}")
+
+
+def check_session_id(session_id: str) -> str:
+    return _require_session(session_id)
+
+
+# --------------------------------------------------------------------------- use case
+
+
+class VerifyCitations:
+    """EvidenceGuard: check an agent's cited document_ids against what its session saw.
+
+    Flushes the recorder's spool for the session first (bounded by ``flush_timeout_s``),
+    then asks the store, then reports how many of the session's records are still
+    pending, so an incomplete answer is never presented as a complete one.
+    """
+
+    def __init__(
+        self,
+        queries: AuditQueries,
+        recorder: ToolInvocationRecorder,
+        *,
+        flush_timeout_s: float = 5.0,
+    ) -> None:
+        if not flush_timeout_s >= 0:
+            raise InvalidInputError("flush_timeout_s must be >= 0")
+        self._queries = queries
+        self._recorder = recorder
+        self._flush_timeout_s = flush_timeout_s
+
+    def execute(self, session_id: str, document_ids: Sequence[str]) -> CitationReport:
+        _require_session(session_id)
+        cited = normalise_cited(document_ids)
+        self._recorder.flush(session_id, self._flush_timeout_s)
+        report = self._queries.verify_citations(session_id, cited)
+        return replace(report, pending_in_spool=self._recorder.pending_count(session_id))

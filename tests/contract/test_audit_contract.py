@@ -1,0 +1,502 @@
+"""One contract for the audit store, run against the in-memory fake, SQLite and PostgreSQL.
+
+Whatever a Verifier or Eval harness can observe through ``ToolInvocationRecorder`` and
+``AuditQueries`` must be the same on every backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import Engine
+
+from lookup_knowledge.application.audit import (
+    InvocationFilter,
+    TimeRange,
+    VerifyCitations,
+)
+from lookup_knowledge.application.ports import RecordOutcome
+from lookup_knowledge.domain.errors import AuditError, InvalidInputError, NotFoundError
+from tests.support.audit_backends import (
+    BACKENDS,
+    AuditBackend,
+    clear,
+    memory_backend,
+    migrated_postgres_engine,
+    migrated_sqlite_engine,
+    sql_backend,
+)
+from tests.support.audit_data import BASE_TIME, evidence, invocation, session
+
+
+@pytest.fixture(scope="module")
+def postgres_engine() -> Iterator[Engine]:
+    with migrated_postgres_engine() as engine:
+        yield engine
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[AuditBackend]:
+    name = request.param
+    if name == "memory":
+        b = memory_backend()
+    elif name == "sqlite":
+        b = sql_backend(name, migrated_sqlite_engine(tmp_path / "db"), tmp_path / "spool")
+    else:
+        engine = request.getfixturevalue("postgres_engine")
+        clear(engine)
+        b = sql_backend(name, engine, tmp_path / "spool")
+    yield b
+    b.recorder.close()
+    if name == "sqlite" and b.engine is not None:
+        b.engine.dispose()
+
+
+def _t(minutes: float) -> datetime:
+    return BASE_TIME + timedelta(minutes=minutes)
+
+
+# --------------------------------------------------------------------------- recording
+
+
+def test_record_commits_and_round_trips_every_field(backend: AuditBackend) -> None:
+    sid = session()
+    inv = invocation(sid, documents=["guide#chunk-0", "guide#chunk-3", "vector:77"])
+    inv = replace(
+        inv,
+        query="退款 policy ✓ — \"quoted\" 'and' %s {x}",
+        error_code=None,
+        fallback_reason="filtered_pass_empty",
+    )
+
+    assert backend.recorder.record(inv) is RecordOutcome.COMMITTED
+
+    detail = backend.queries.get_invocation(inv.id)
+    s = detail.summary
+    assert (s.id, s.session_id, s.seq, s.step_id, s.tool_call_id) == (
+        inv.id,
+        sid,
+        1,
+        inv.step_id,
+        inv.tool_call_id,
+    )
+    assert (s.query, s.status, s.tool_name, s.relevance_level, s.retrieval_mode) == (
+        inv.query,
+        "ok",
+        "lookup_knowledge",
+        "high",
+        "dense",
+    )
+    assert s.started_at == inv.started_at
+    assert s.started_at.utcoffset() == timedelta(0)
+    assert s.duration_ms == pytest.approx(inv.duration_ms)
+    assert s.quality_score == pytest.approx(inv.quality_score)
+    assert (s.filter_applied, s.fallback_reason) == ("billing", "filtered_pass_empty")
+    assert (s.candidate_count, s.returned_count) == (9, 3)
+    assert (detail.retrieve_k, detail.return_n, detail.trace_id, detail.span_id) == (
+        20,
+        5,
+        inv.trace_id,
+        inv.span_id,
+    )
+    assert detail.retrieval_details == dict(inv.retrieval_details)
+    assert [e.document_id for e in detail.evidence] == [
+        "guide#chunk-0",
+        "guide#chunk-3",
+        "vector:77",
+    ]
+    first = detail.evidence[0]
+    expected = inv.evidence[0]
+    assert (first.rank, first.doc_id, first.chunk_index, first.source, first.category) == (
+        1,
+        "guide",
+        0,
+        "guide.md",
+        "billing",
+    )
+    assert first.score_before == pytest.approx(expected.score_before)
+    assert first.score_after == pytest.approx(expected.score_after)
+    assert (first.projected, first.in_context_pack, first.content_hash) == (
+        True,
+        True,
+        expected.content_hash,
+    )
+    assert detail.evidence[2].doc_id is None
+    assert detail.evidence[2].chunk_index is None
+    assert detail.evidence[2].in_context_pack is False
+
+
+def test_times_are_stored_as_the_same_instant_in_utc(backend: AuditBackend) -> None:
+    sid = session()
+    local = datetime(2030, 5, 17, 11, 0, tzinfo=timezone(timedelta(hours=2)))
+    inv = invocation(sid, documents=["a#chunk-0"], at=local)
+    backend.recorder.record(inv)
+
+    got = backend.queries.get_invocation(inv.id).summary.started_at
+    assert got == datetime(2030, 5, 17, 9, 0, tzinfo=UTC)
+    assert got.utcoffset() == timedelta(0)
+
+
+def test_retrieval_details_get_a_version_when_missing(backend: AuditBackend) -> None:
+    inv = replace(invocation(session()), retrieval_details={"evidence": []})
+    backend.recorder.record(inv)
+    assert backend.queries.get_invocation(inv.id).retrieval_details == {
+        "evidence": [],
+        "version": 1,
+    }
+
+
+def test_a_retried_record_is_a_no_op(backend: AuditBackend) -> None:
+    sid = session()
+    first = invocation(sid, documents=["a#chunk-0"])
+    assert backend.recorder.record(first) is RecordOutcome.COMMITTED
+    assert backend.recorder.record(first) is RecordOutcome.COMMITTED
+    assert backend.recorder.record(replace(first, id=first.id.upper())) is RecordOutcome.COMMITTED
+    second = invocation(sid)
+    backend.recorder.record(second)
+
+    page = backend.queries.list_invocations(InvocationFilter(session_id=sid))
+    assert [(i.id, i.seq) for i in page.items] == [(first.id, 1), (second.id, 2)]
+    assert len(backend.queries.session_evidence(sid)) == 1
+
+
+def test_seq_is_per_session_and_gap_free(backend: AuditBackend) -> None:
+    a, b = session("a"), session("b")
+    records = [invocation(a if i % 3 else b) for i in range(9)]
+    for r in records:
+        assert backend.recorder.record(r) is RecordOutcome.COMMITTED
+
+    for sid in (a, b):
+        items = backend.queries.list_invocations(InvocationFilter(session_id=sid)).items
+        mine = [r.id for r in records if r.session_id == sid]
+        assert [i.id for i in items] == mine
+        assert [i.seq for i in items] == list(range(1, len(mine) + 1))
+
+
+def test_healthy_recorder_has_nothing_pending_and_no_failures(backend: AuditBackend) -> None:
+    sid = session()
+    backend.recorder.record(invocation(sid))
+    assert backend.recorder.pending_count() == 0
+    assert backend.recorder.pending_count(sid) == 0
+    assert backend.recorder.failure_count() == 0
+    assert backend.recorder.flush(sid, timeout_s=1.0) is True
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"session_id": ""},
+        {"session_id": "x" * 256},
+        {"id": "not-a-uuid"},
+        {"status": "maybe"},
+        {"duration_ms": float("nan")},
+        {"step_id": "s" * 300},
+    ],
+    ids=["empty-session", "long-session", "bad-id", "bad-status", "nan-duration", "long-step"],
+)
+def test_a_malformed_record_is_refused_with_audit_error(
+    backend: AuditBackend, change: dict[str, object]
+) -> None:
+    sid = session()
+    bad = replace(invocation(sid, documents=["a#chunk-0"]), **change)  # type: ignore[arg-type]
+    with pytest.raises(AuditError):
+        backend.recorder.record(bad)
+    assert backend.queries.list_invocations(InvocationFilter(session_id=sid)).items == ()
+
+
+def test_duplicate_evidence_ranks_are_refused(backend: AuditBackend) -> None:
+    inv = invocation(session(), documents=["a#chunk-0"])
+    inv = replace(inv, evidence=(evidence(1, "a#chunk-0"), evidence(1, "b#chunk-0")))
+    with pytest.raises(AuditError):
+        backend.recorder.record(inv)
+
+
+# --------------------------------------------------------------------------- listing
+
+
+def test_list_filters_by_session_step_status_and_time(backend: AuditBackend) -> None:
+    sid, other = session(), session()
+    r1 = invocation(sid, documents=["a#chunk-0"], at=_t(1), step_id="plan")
+    r2 = invocation(sid, at=_t(2), step_id="plan")
+    r3 = invocation(sid, documents=["b#chunk-0"], at=_t(3), step_id="answer")
+    r4 = replace(invocation(sid, at=_t(4), step_id="answer"), status="error", error_code="x")
+    r5 = invocation(other, documents=["a#chunk-0"], at=_t(2.5), step_id="plan")
+    for r in (r1, r2, r3, r4, r5):
+        backend.recorder.record(r)
+    q = backend.queries
+
+    def ids(**kw: object) -> list[str]:
+        return [i.id for i in q.list_invocations(InvocationFilter(**kw)).items]  # type: ignore[arg-type]
+
+    assert ids(session_id=sid) == [r1.id, r2.id, r3.id, r4.id]
+    assert ids(session_id=sid, step_id="plan") == [r1.id, r2.id]
+    assert ids(session_id=sid, status="no_evidence") == [r2.id]
+    assert ids(step_id="plan", time_range=TimeRange(_t(0), _t(10))) == [r1.id, r2.id, r5.id]
+    assert ids(status="error", time_range=TimeRange(_t(0), _t(10))) == [r4.id]
+    # [from, to): the lower bound is included, the upper excluded
+    assert ids(time_range=TimeRange(_t(2), _t(3))) == [r2.id, r5.id]
+    assert ids(time_range=TimeRange(started_from=_t(3))) == [r3.id, r4.id]
+    assert ids(session_id=sid, newest_first=True) == [r4.id, r3.id, r2.id, r1.id]
+    errors = q.list_invocations(InvocationFilter(session_id=sid, status="error")).items
+    assert errors[0].error_code == "x"
+
+
+def test_list_pages_through_everything_exactly_once(backend: AuditBackend) -> None:
+    sid = session()
+    records = [invocation(sid, at=_t(i)) for i in range(7)]
+    for r in reversed(records):  # insertion order must not matter
+        backend.recorder.record(r)
+    seen: list[str] = []
+    offset: int | None = 0
+    pages = 0
+    while offset is not None:
+        page = backend.queries.list_invocations(
+            InvocationFilter(session_id=sid, limit=3, offset=offset)
+        )
+        seen += [i.id for i in page.items]
+        offset = page.next_offset
+        pages += 1
+    assert seen == [r.id for r in records]
+    assert pages == 3
+    last = backend.queries.list_invocations(InvocationFilter(session_id=sid, limit=7))
+    assert last.next_offset is None
+    assert len(last.items) == 7
+
+
+def test_get_invocation_unknown_and_malformed_ids(backend: AuditBackend) -> None:
+    with pytest.raises(NotFoundError):
+        backend.queries.get_invocation("0190a1b2-0000-7000-8000-000000000000")
+    with pytest.raises(InvalidInputError):
+        backend.queries.get_invocation("'; DROP TABLE tool_invocation; --")
+
+
+def test_filter_and_range_validation() -> None:
+    with pytest.raises(InvalidInputError):
+        InvocationFilter(limit=0)
+    with pytest.raises(InvalidInputError):
+        InvocationFilter(limit=1001)
+    with pytest.raises(InvalidInputError):
+        InvocationFilter(offset=-1)
+    with pytest.raises(InvalidInputError):
+        InvocationFilter(status="weird")
+    with pytest.raises(InvalidInputError):
+        InvocationFilter(session_id="")
+    with pytest.raises(InvalidInputError):
+        TimeRange(datetime(2030, 1, 1))  # naive
+    with pytest.raises(InvalidInputError):
+        TimeRange(_t(5), _t(1))
+
+
+# --------------------------------------------------------------------------- sessions
+
+
+def test_session_evidence_is_ordered_by_seq_then_rank(backend: AuditBackend) -> None:
+    sid = session()
+    r1 = invocation(sid, documents=["a#chunk-0", "b#chunk-1"], step_id="s1")
+    r2 = invocation(sid, documents=["c#chunk-0", "a#chunk-0"], step_id="s2")
+    backend.recorder.record(r1)
+    backend.recorder.record(invocation(session(), documents=["zzz#chunk-0"]))
+    backend.recorder.record(r2)
+
+    shown = backend.queries.session_evidence(sid)
+    assert [(s.seq, s.step_id, s.evidence.rank, s.evidence.document_id) for s in shown] == [
+        (1, "s1", 1, "a#chunk-0"),
+        (1, "s1", 2, "b#chunk-1"),
+        (2, "s2", 1, "c#chunk-0"),
+        (2, "s2", 2, "a#chunk-0"),
+    ]
+    assert [s.invocation_id for s in shown] == [r1.id, r1.id, r2.id, r2.id]
+    assert shown[0].started_at == r1.started_at
+    assert backend.queries.session_evidence(session()) == ()
+
+
+def test_session_domains_in_first_returned_order(backend: AuditBackend) -> None:
+    sid = session()
+    backend.recorder.record(invocation(sid, documents=["a#chunk-0"], category="network"))
+    backend.recorder.record(invocation(sid, documents=["b#chunk-0"], category=""))
+    backend.recorder.record(invocation(sid, documents=["c#chunk-0"], category="billing"))
+    backend.recorder.record(invocation(sid, documents=["d#chunk-0"], category="network"))
+    assert backend.queries.session_domains(sid) == ("network", "billing")
+    assert backend.queries.session_domains(session()) == ()
+
+
+# --------------------------------------------------------------------------- citations
+
+
+def test_verify_citations_valid_unknown_and_where_from(backend: AuditBackend) -> None:
+    sid, other = session(), session()
+    r1 = invocation(sid, documents=["guide#chunk-0", "faq#chunk-2"], step_id="plan")
+    r2 = invocation(sid, documents=["faq#chunk-2", "vector:9"], step_id="answer")
+    backend.recorder.record(r1)
+    backend.recorder.record(r2)
+    backend.recorder.record(invocation(other, documents=["secret#chunk-0"]))
+
+    report = backend.queries.verify_citations(
+        sid,
+        [
+            "vector:9",
+            "made-up#chunk-1",
+            "faq#chunk-2",
+            "secret#chunk-0",
+            "vector:9",
+            "GUIDE#chunk-0",
+        ],
+    )
+
+    assert report.session_id == sid
+    assert [(v.document_id, v.invocation_id, v.step_id, v.seq, v.rank) for v in report.valid] == [
+        ("vector:9", r2.id, "answer", 2, 2),
+        ("faq#chunk-2", r1.id, "plan", 1, 2),  # its first return wins
+    ]
+    # another session's evidence and a case variant are not evidence for this session
+    assert report.unknown == ("made-up#chunk-1", "secret#chunk-0", "GUIDE#chunk-0")
+    assert report.pending_in_spool == 0
+    assert report.conclusive
+    assert not report.all_valid
+
+
+def test_verify_citations_edge_inputs(backend: AuditBackend) -> None:
+    sid = session()
+    backend.recorder.record(invocation(sid, documents=["a#chunk-0"]))
+    empty = backend.queries.verify_citations(sid, [])
+    assert empty.valid == ()
+    assert empty.unknown == ()
+    assert empty.all_valid
+    hostile = "a#chunk-0' OR '1'='1"
+    assert backend.queries.verify_citations(sid, [hostile]).unknown == (hostile,)
+    assert backend.queries.verify_citations(session(), ["a#chunk-0"]).unknown == ("a#chunk-0",)
+    with pytest.raises(InvalidInputError):
+        backend.queries.verify_citations("", ["a#chunk-0"])
+    with pytest.raises(InvalidInputError):
+        backend.queries.verify_citations(sid, "a#chunk-0")  # a string is not a list of ids
+    with pytest.raises(InvalidInputError):
+        backend.queries.verify_citations(sid, [""])
+    with pytest.raises(InvalidInputError):
+        backend.queries.verify_citations(sid, [f"d{i}" for i in range(1001)])
+
+
+def test_verify_citations_use_case_flushes_and_reports_pending(backend: AuditBackend) -> None:
+    sid = session()
+    r = invocation(sid, documents=["a#chunk-0", "b#chunk-0"])
+    backend.recorder.record(r)
+    report = VerifyCitations(backend.queries, backend.recorder, flush_timeout_s=1.0).execute(
+        sid, ["b#chunk-0", "nope"]
+    )
+    assert report.valid_ids == ("b#chunk-0",)
+    assert report.unknown == ("nope",)
+    assert report.pending_in_spool == 0
+    assert report.conclusive
+
+
+_doc = st.sampled_from([f"doc{i}#chunk-{j}" for i in range(4) for j in range(3)])
+
+
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    lookups=st.lists(st.lists(_doc, max_size=4, unique=True), min_size=1, max_size=5),
+    cited=st.lists(_doc, max_size=6),
+)
+def test_verify_citations_matches_a_model(
+    backend: AuditBackend, lookups: list[list[str]], cited: list[str]
+) -> None:
+    sid = session()
+    first_seen: dict[str, tuple[int, int]] = {}
+    for seq, docs in enumerate(lookups, 1):
+        backend.recorder.record(invocation(sid, documents=docs))
+        for rank, d in enumerate(docs, 1):
+            first_seen.setdefault(d, (seq, rank))
+
+    report = backend.queries.verify_citations(sid, cited)
+
+    unique = list(dict.fromkeys(cited))
+    assert [(v.document_id, v.seq, v.rank) for v in report.valid] == [
+        (d, *first_seen[d]) for d in unique if d in first_seen
+    ]
+    assert list(report.unknown) == [d for d in unique if d not in first_seen]
+
+
+# --------------------------------------------------------------------------- eval
+
+
+def _eval_dataset(backend: AuditBackend) -> TimeRange:
+    s1, s2 = session(), session()
+    rows = [
+        invocation(s1, documents=["a#chunk-0", "b#chunk-0"], at=_t(1), duration_ms=10, quality=0.8),
+        invocation(
+            s1,
+            documents=["a#chunk-0"],
+            at=_t(2),
+            duration_ms=40,
+            quality=0.6,
+            fallback_reason="filtered_pass_empty",
+        ),
+        invocation(s2, documents=["a#chunk-0", "c#chunk-0"], at=_t(3), duration_ms=20, quality=0.4),
+        invocation(
+            s2, at=_t(4), duration_ms=30, fallback_reason="filtered_pass_below_min_relevance"
+        ),
+        replace(
+            invocation(s2, at=_t(5), duration_ms=50), status="error", error_code="search_error"
+        ),
+        invocation(s2, documents=["z#chunk-0"], at=_t(60), duration_ms=999),  # outside the range
+    ]
+    for r in rows:
+        backend.recorder.record(r)
+    return TimeRange(_t(0), _t(30))
+
+
+def test_quality_summary_over_a_time_range(backend: AuditBackend) -> None:
+    window = _eval_dataset(backend)
+    summary = backend.queries.quality_summary(window, top_n=2)
+
+    assert summary.count == 5
+    assert (summary.ok_count, summary.no_evidence_count, summary.error_count) == (3, 1, 1)
+    assert summary.no_evidence_rate == pytest.approx(0.2)
+    assert summary.fallback_rate == pytest.approx(0.4)
+    assert summary.error_rate == pytest.approx(0.2)
+    # non-error invocations: 0.8, 0.6, 0.4 and 0.0 (no evidence)
+    assert summary.mean_quality == pytest.approx(0.45)
+    # nearest rank over 10, 20, 30, 40, 50
+    assert summary.p50_duration_ms == pytest.approx(30)
+    assert summary.p95_duration_ms == pytest.approx(50)
+    assert [(d.document_id, d.times_returned, d.sessions) for d in summary.top_documents] == [
+        ("a#chunk-0", 3, 2),
+        ("b#chunk-0", 1, 1),
+    ]
+    assert summary.time_range == window
+
+
+def test_quality_summary_of_an_empty_range(backend: AuditBackend) -> None:
+    _eval_dataset(backend)
+    summary = backend.queries.quality_summary(TimeRange(_t(-100), _t(-50)))
+    assert summary.count == 0
+    assert summary.no_evidence_rate == 0.0
+    assert summary.fallback_rate == 0.0
+    assert summary.mean_quality is None
+    assert summary.p50_duration_ms is None
+    assert summary.p95_duration_ms is None
+    assert summary.top_documents == ()
+
+
+def test_top_documents_ranks_by_returns_then_id(backend: AuditBackend) -> None:
+    window = _eval_dataset(backend)
+    top = backend.queries.top_documents(window, limit=10)
+    assert [(d.document_id, d.times_returned) for d in top] == [
+        ("a#chunk-0", 3),
+        ("b#chunk-0", 1),
+        ("c#chunk-0", 1),
+    ]
+    assert (top[0].doc_id, top[0].source) == ("a", "a.md")
+    everything = backend.queries.top_documents(TimeRange(), limit=1)
+    assert [d.document_id for d in everything] == ["a#chunk-0"]
+    with pytest.raises(InvalidInputError):
+        backend.queries.top_documents(window, limit=0)

@@ -1,0 +1,1 @@
+"""In-memory fakes of the ports, for unit and contract tests."""

@@ -1,0 +1,319 @@
+"""An in-memory audit store: a ``ToolInvocationRecorder`` and ``AuditQueries`` over lists.
+
+It follows the same contract as the SQL adapter (tests/contract/test_audit_contract.py
+runs one suite against both): per-session gap-free ``seq`` assigned at record time,
+idempotent on the invocation id, canonical UUID ids, UTC times, a versioned
+``retrieval_details`` that round-trips through JSON, first-return citation sources and
+nearest-rank duration percentiles.
+
+``InMemoryRecorder.available = False`` simulates an outage: records are "spooled" in
+memory (counted as failures) and replayed in order by the next record or ``flush`` once
+``available`` is True again.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+from lookup_knowledge.application.audit import (
+    AuditQueries,
+    CitationSource,
+    DocumentCount,
+    EvidenceView,
+    InvocationDetail,
+    InvocationFilter,
+    InvocationPage,
+    InvocationSummary,
+    QualitySummary,
+    ShownEvidence,
+    TimeRange,
+    check_session_id,
+    check_top_limit,
+    nearest_rank,
+    normalise_cited,
+    parse_invocation_id,
+    validate_invocation,
+)
+from lookup_knowledge.application.ports import (
+    RETRIEVAL_DETAILS_VERSION,
+    RecordOutcome,
+    ToolInvocation,
+    ToolInvocationRecorder,
+)
+from lookup_knowledge.domain.errors import NotFoundError
+
+
+@dataclass(frozen=True, slots=True)
+class StoredInvocation:
+    invocation: ToolInvocation
+    seq: int
+
+
+def _canonical(invocation: ToolInvocation) -> ToolInvocation:
+    at = invocation.started_at
+    at = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+    details = json.loads(json.dumps(dict(invocation.retrieval_details), default=str))
+    details.setdefault("version", RETRIEVAL_DETAILS_VERSION)
+    return replace(
+        invocation,
+        id=str(uuid.UUID(invocation.id)),
+        started_at=at,
+        retrieval_details=details,
+    )
+
+
+class InMemoryAuditStore:
+    """The shared state; thread-safe."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.by_id: dict[str, StoredInvocation] = {}
+        self.order: list[str] = []  # insertion order
+
+    def insert(self, invocation: ToolInvocation) -> bool:
+        with self.lock:
+            if invocation.id in self.by_id:
+                return False
+            seq = 1 + sum(
+                1
+                for i in self.order
+                if self.by_id[i].invocation.session_id == invocation.session_id
+            )
+            self.by_id[invocation.id] = StoredInvocation(invocation, seq)
+            self.order.append(invocation.id)
+            return True
+
+    def all(self) -> list[StoredInvocation]:
+        with self.lock:
+            return [self.by_id[i] for i in self.order]
+
+
+class InMemoryRecorder(ToolInvocationRecorder):
+    def __init__(self, store: InMemoryAuditStore | None = None) -> None:
+        self.store = store or InMemoryAuditStore()
+        self.available = True
+        self._pending: list[ToolInvocation] = []
+        self._failures = 0
+        self._lock = threading.Lock()
+
+    def record(self, invocation: ToolInvocation) -> RecordOutcome:
+        validate_invocation(invocation)
+        clean = _canonical(invocation)
+        with self._lock:
+            self._replay()
+            if self._pending or not self.available:
+                if not self.available:
+                    self._failures += 1
+                self._pending.append(clean)
+                return RecordOutcome.SPOOLED
+            self.store.insert(clean)
+            return RecordOutcome.COMMITTED
+
+    def _replay(self) -> None:
+        while self._pending and self.available:
+            self.store.insert(self._pending.pop(0))
+
+    def flush(self, session_id: str | None = None, timeout_s: float = 10.0) -> bool:
+        with self._lock:
+            self._replay()
+        return self.pending_count(session_id) == 0
+
+    def pending_count(self, session_id: str | None = None) -> int:
+        with self._lock:
+            return sum(1 for p in self._pending if session_id in (None, p.session_id))
+
+    def failure_count(self) -> int:
+        return self._failures
+
+
+def _summary(stored: StoredInvocation) -> InvocationSummary:
+    i = stored.invocation
+    return InvocationSummary(
+        id=i.id,
+        session_id=i.session_id,
+        seq=stored.seq,
+        step_id=i.step_id,
+        tool_call_id=i.tool_call_id,
+        tool_name=i.tool_name,
+        query=i.query,
+        status=i.status,
+        error_code=i.error_code,
+        quality_score=i.quality_score,
+        relevance_level=i.relevance_level,
+        retrieval_mode=i.retrieval_mode,
+        filter_applied=i.filter_applied,
+        fallback_reason=i.fallback_reason,
+        candidate_count=i.candidate_count,
+        returned_count=i.returned_count,
+        started_at=i.started_at,
+        duration_ms=i.duration_ms,
+    )
+
+
+def _evidence_views(invocation: ToolInvocation) -> list[EvidenceView]:
+    return [
+        EvidenceView(
+            rank=e.rank,
+            document_id=e.document_id,
+            doc_id=e.doc_id,
+            chunk_index=e.chunk_index,
+            source=e.source,
+            category=e.category,
+            score_before=e.score_before,
+            score_after=e.score_after,
+            projected=e.projected,
+            in_context_pack=e.in_context_pack,
+            content_hash=e.content_hash,
+        )
+        for e in sorted(invocation.evidence, key=lambda e: e.rank)
+    ]
+
+
+class InMemoryAuditQueries(AuditQueries):
+    def __init__(self, store: InMemoryAuditStore) -> None:
+        self.store = store
+
+    def _session(self, session_id: str) -> list[StoredInvocation]:
+        return sorted(
+            (s for s in self.store.all() if s.invocation.session_id == session_id),
+            key=lambda s: s.seq,
+        )
+
+    def list_invocations(self, query: InvocationFilter) -> InvocationPage:
+        rows = [
+            s
+            for s in self.store.all()
+            if (query.session_id is None or s.invocation.session_id == query.session_id)
+            and (query.step_id is None or s.invocation.step_id == query.step_id)
+            and (query.status is None or s.invocation.status == query.status)
+            and query.time_range.contains(s.invocation.started_at)
+        ]
+        rows.sort(
+            key=lambda s: (s.invocation.started_at, s.invocation.id), reverse=query.newest_first
+        )
+        page = rows[query.offset : query.offset + query.limit]
+        more = len(rows) > query.offset + query.limit
+        return InvocationPage(
+            tuple(_summary(s) for s in page), query.offset + query.limit if more else None
+        )
+
+    def get_invocation(self, invocation_id: str) -> InvocationDetail:
+        key = str(parse_invocation_id(invocation_id))
+        with self.store.lock:
+            stored = self.store.by_id.get(key)
+        if stored is None:
+            raise NotFoundError(f"no tool invocation with id {key}")
+        i = stored.invocation
+        return InvocationDetail(
+            summary=_summary(stored),
+            error_message=i.error_message,
+            retrieve_k=i.retrieve_k,
+            return_n=i.return_n,
+            trace_id=i.trace_id,
+            span_id=i.span_id,
+            retrieval_details=dict(i.retrieval_details),
+            evidence=tuple(_evidence_views(i)),
+        )
+
+    def session_evidence(self, session_id: str) -> tuple[ShownEvidence, ...]:
+        check_session_id(session_id)
+        return tuple(
+            ShownEvidence(
+                invocation_id=s.invocation.id,
+                seq=s.seq,
+                step_id=s.invocation.step_id,
+                started_at=s.invocation.started_at,
+                evidence=view,
+            )
+            for s in self._session(session_id)
+            for view in _evidence_views(s.invocation)
+        )
+
+    def session_domains(self, session_id: str) -> tuple[str, ...]:
+        return tuple(
+            dict.fromkeys(
+                shown.evidence.category
+                for shown in self.session_evidence(session_id)
+                if shown.evidence.category
+            )
+        )
+
+    def find_citation_sources(
+        self, session_id: str, document_ids: Sequence[str]
+    ) -> dict[str, CitationSource]:
+        check_session_id(session_id)
+        wanted = set(normalise_cited(document_ids))
+        found: dict[str, CitationSource] = {}
+        for shown in self.session_evidence(session_id):
+            key = shown.evidence.document_id
+            if key in wanted and key not in found:
+                found[key] = CitationSource(
+                    document_id=key,
+                    invocation_id=shown.invocation_id,
+                    step_id=shown.step_id,
+                    seq=shown.seq,
+                    rank=shown.evidence.rank,
+                )
+        return found
+
+    def _in_range(self, time_range: TimeRange) -> list[StoredInvocation]:
+        return [s for s in self.store.all() if time_range.contains(s.invocation.started_at)]
+
+    def top_documents(self, time_range: TimeRange, limit: int = 10) -> tuple[DocumentCount, ...]:
+        check_top_limit(limit)
+        times: Counter[str] = Counter()
+        sessions: dict[str, set[str]] = {}
+        doc_ids: dict[str, str | None] = {}
+        sources: dict[str, str] = {}
+        for s in self._in_range(time_range):
+            for e in s.invocation.evidence:
+                times[e.document_id] += 1
+                sessions.setdefault(e.document_id, set()).add(s.invocation.session_id)
+                if e.doc_id is not None:
+                    doc_ids[e.document_id] = max(doc_ids.get(e.document_id) or "", e.doc_id)
+                sources[e.document_id] = max(sources.get(e.document_id, ""), e.source)
+        ranked = sorted(times, key=lambda d: (-times[d], d))[:limit]
+        return tuple(
+            DocumentCount(
+                document_id=d,
+                doc_id=doc_ids.get(d),
+                source=sources.get(d, ""),
+                times_returned=times[d],
+                sessions=len(sessions[d]),
+            )
+            for d in ranked
+        )
+
+    def quality_summary(self, time_range: TimeRange, top_n: int = 10) -> QualitySummary:
+        check_top_limit(top_n)
+        rows = [s.invocation for s in self._in_range(time_range)]
+        statuses = Counter(i.status for i in rows)
+        qualities = [i.quality_score for i in rows if i.status != "error"]
+        durations = sorted(i.duration_ms for i in rows)
+        return QualitySummary(
+            time_range=time_range,
+            count=len(rows),
+            ok_count=statuses["ok"],
+            no_evidence_count=statuses["no_evidence"],
+            error_count=statuses["error"],
+            fallback_count=sum(1 for i in rows if i.fallback_reason),
+            mean_quality=sum(qualities) / len(qualities) if qualities else None,
+            p50_duration_ms=nearest_rank(durations, 50),
+            p95_duration_ms=nearest_rank(durations, 95),
+            top_documents=self.top_documents(time_range, top_n) if rows else (),
+        )
+
+
+def in_memory_audit() -> tuple[InMemoryRecorder, InMemoryAuditQueries]:
+    store = InMemoryAuditStore()
+    return InMemoryRecorder(store), InMemoryAuditQueries(store)
+
+
+def utc(year: int, month: int = 1, day: int = 1, *parts: int) -> datetime:
+    return datetime(year, month, day, *parts, tzinfo=UTC)

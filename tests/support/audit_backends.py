@@ -1,0 +1,70 @@
+"""The audit store under test: the in-memory fake, SQLite (a temp file) or PostgreSQL (a
+private schema), each as a (recorder, queries) pair over a migrated database."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import Engine, delete
+
+from lookup_knowledge.adapters.audit import (
+    SqlAuditQueries,
+    SqlToolInvocationRecorder,
+    create_audit_engine,
+    upgrade_database,
+)
+from lookup_knowledge.adapters.audit.models import invocation_evidence, tool_invocation
+from lookup_knowledge.application.audit import AuditQueries
+from lookup_knowledge.application.ports import ToolInvocationRecorder
+from tests.fakes.audit import in_memory_audit
+from tests.support.postgres import isolated_schema
+
+BACKENDS = ("memory", "sqlite", "postgresql")
+
+
+@dataclass
+class AuditBackend:
+    name: str
+    recorder: ToolInvocationRecorder
+    queries: AuditQueries
+    engine: Engine | None = None
+
+
+def sqlite_url(directory: Path) -> str:
+    return f"sqlite:///{directory / 'audit.db'}"
+
+
+def migrated_sqlite_engine(directory: Path, **kwargs: object) -> Engine:
+    engine = create_audit_engine(sqlite_url(directory), **kwargs)  # type: ignore[arg-type]
+    upgrade_database(engine)
+    return engine
+
+
+@contextmanager
+def migrated_postgres_engine(**kwargs: object) -> Iterator[Engine]:
+    with isolated_schema() as url:
+        engine = create_audit_engine(url, **kwargs)  # type: ignore[arg-type]
+        try:
+            upgrade_database(engine)
+            yield engine
+        finally:
+            engine.dispose()
+
+
+def clear(engine: Engine) -> None:
+    with engine.begin() as conn:
+        conn.execute(delete(invocation_evidence))
+        conn.execute(delete(tool_invocation))
+
+
+def sql_backend(name: str, engine: Engine, spool_dir: Path) -> AuditBackend:
+    recorder = SqlToolInvocationRecorder(engine, spool_dir, backoff_initial_s=0.0)
+    return AuditBackend(name, recorder, SqlAuditQueries(engine), engine)
+
+
+def memory_backend() -> AuditBackend:
+    recorder, queries = in_memory_audit()
+    return AuditBackend("memory", recorder, queries)
