@@ -1,0 +1,31 @@
+"""Configuration: one validated settings model, read from defaults < a config file <
+environment variables < explicit overrides. See docs/configuration.md for every key."""
+
+from lookup_knowledge.adapters.config.display import (
+    describe_settings,
+    reference_markdown,
+    reference_rows,
+)
+from lookup_knowledge.adapters.config.keys import CONFIG_FILE_ENV, ENV_PREFIX, env_var_name
+from lookup_knowledge.adapters.config.loading import LoadedSettings, load_settings
+from lookup_knowledge.adapters.config.properties import parse_properties
+from lookup_knowledge.adapters.config.settings import (
+    EmbedderProvider,
+    SearchBackend,
+    Settings,
+)
+
+__all__ = [
+    "CONFIG_FILE_ENV",
+    "ENV_PREFIX",
+    "EmbedderProvider",
+    "LoadedSettings",
+    "SearchBackend",
+    "Settings",
+    "describe_settings",
+    "env_var_name",
+    "load_settings",
+    "parse_properties",
+    "reference_markdown",
+    "reference_rows",
+]

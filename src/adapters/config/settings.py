@@ -1,0 +1,687 @@
+"""The one validated settings model: every key the product reads, its default and its rule.
+
+User-facing keys are Spring-style dotted kebab names (``rag.retrieve-k``): a field's key
+is its name with ``_`` -> ``-`` under its section's key. ``load_settings`` layers the
+sources (defaults < config file < environment < overrides) and validates the result with
+this model. ``Settings(...)`` built in code validates exactly what it is given: nothing is
+read from the environment behind the caller's back.
+
+Rules that span several keys come from the domain objects (``RetrievalSettings`` for
+return-n <= retrieve-k, ...) or are checked here, and raise ``ConfigurationError`` naming
+the key, so one message says what to fix.
+"""
+
+from __future__ import annotations
+
+import os
+from enum import StrEnum
+from pathlib import Path
+from types import MappingProxyType
+from typing import Annotated, Any
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from lookup_knowledge.application.lookup import LookupConfig
+from lookup_knowledge.domain.errors import ConfigurationError
+from lookup_knowledge.domain.model import SearchMode
+from lookup_knowledge.domain.projection import ProjectionBudgets
+from lookup_knowledge.domain.quality import QualityThresholds
+from lookup_knowledge.domain.relevance import RelevanceCalibration
+from lookup_knowledge.domain.rerank import RerankWeights
+from lookup_knowledge.domain.settings import (
+    DEFAULT_MAX_CHUNKS_PER_DOCUMENT,
+    MAX_CHUNKS_PER_DOCUMENT_BOUND,
+    MAX_RETRIEVE_K,
+    MAX_RETURN_N,
+    RetrievalSettings,
+)
+
+DEFAULT_DATA_DIR = "./.lookup-knowledge"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+_WHOLE = "must be a whole number"
+_NUMBER = "must be a number"
+
+
+def kebab(name: str) -> str:
+    """The key of a field: ``max_chunks_per_document`` -> ``max-chunks-per-document``."""
+    return name.replace("_", "-")
+
+
+def _blank_to_none(value: object) -> object:
+    # An empty environment variable or ``key=`` line leaves an optional value unset.
+    if isinstance(value, str) and not value.strip():
+        return None
+    return value
+
+
+def _whole(value: object) -> object:
+    # pydantic takes True for 1; a switch where a count belongs is a mistake.
+    if isinstance(value, bool):
+        raise ValueError(_WHOLE)
+    return value
+
+
+def _number(value: object) -> object:
+    if isinstance(value, bool):
+        raise ValueError(_NUMBER)
+    return value
+
+
+def _optional_whole(value: object) -> object:
+    return _whole(_blank_to_none(value))
+
+
+def _optional_text(value: object) -> object:
+    value = _blank_to_none(value)
+    return value.strip() if isinstance(value, str) else value
+
+
+def _absolute(path: Path) -> Path:
+    """Resolve against the working directory now, so a later chdir changes nothing."""
+    return Path(os.path.abspath(path.expanduser()))
+
+
+Whole = Annotated[int, BeforeValidator(_whole)]
+Number = Annotated[float, BeforeValidator(_number)]
+OptionalWhole = Annotated[int | None, BeforeValidator(_optional_whole)]
+OptionalText = Annotated[str | None, BeforeValidator(_optional_text)]
+OptionalSecret = Annotated[SecretStr | None, BeforeValidator(_blank_to_none)]
+OptionalPath = Annotated[Path | None, BeforeValidator(_blank_to_none)]
+
+
+def split_keywords(value: object) -> object:
+    """``"postgres, pg, 数据库"`` -> ``["postgres", "pg", "数据库"]``; lists pass through.
+
+    Splits on ASCII and full-width commas, drops blanks and repeats, keeps the order.
+    """
+    if isinstance(value, str):
+        items: list[object] = list(value.replace("，", ",").split(","))
+    elif isinstance(value, list | tuple):
+        items = list(value)
+    else:
+        return value  # let pydantic name the type error
+    seen: list[object] = []
+    for item in items:
+        cleaned = item.strip() if isinstance(item, str) else item
+        if cleaned == "" or cleaned in seen:
+            continue
+        seen.append(cleaned)
+    return seen
+
+
+Keywords = Annotated[list[str], BeforeValidator(split_keywords)]
+
+
+class SearchBackend(StrEnum):
+    MILVUS = "milvus"
+    MEMORY = "memory"
+
+
+class EmbedderProvider(StrEnum):
+    ONNX_MINILM = "onnx-minilm"
+    OPENAI = "openai"
+    HASHING = "hashing"
+    NONE = "none"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        alias_generator=kebab,
+        validate_by_name=True,
+        validate_by_alias=True,
+        allow_inf_nan=False,
+    )
+
+
+# --- rag.* ------------------------------------------------------------------------------
+
+
+class HybridSettings(_Section):
+    rrf_k: Whole = Field(
+        default=60,
+        ge=0,
+        description="RRF constant k for hybrid fusion: each list adds 1/(k + rank).",
+    )
+
+
+class RelevanceSettings(_Section):
+    bm25_saturation: Number = Field(
+        default=10.0,
+        gt=0,
+        description="BM25 score s maps to relevance |s| / (|s| + saturation).",
+    )
+
+
+_RERANK_DEFAULTS = RerankWeights()
+
+
+class RerankWeightSettings(_Section):
+    relevance: Number = Field(
+        default=_RERANK_DEFAULTS.relevance,
+        ge=0,
+        description="Weight of the normalised search relevance in the final score.",
+    )
+    domain_match: Number = Field(
+        default=_RERANK_DEFAULTS.domain_match,
+        ge=0,
+        description="Bonus when the chunk's category is one of the query's domains.",
+    )
+    entity_match: Number = Field(
+        default=_RERANK_DEFAULTS.entity_match,
+        ge=0,
+        description="Bonus times the share of query entities found in the chunk.",
+    )
+    keyword_match: Number = Field(
+        default=_RERANK_DEFAULTS.keyword_match,
+        ge=0,
+        description="Bonus times the share of query keywords found in the chunk.",
+    )
+    hint_alignment: Number = Field(
+        default=_RERANK_DEFAULTS.hint_alignment,
+        ge=0,
+        description="Bonus when a query keyword or entity is in the title or breadcrumb.",
+    )
+
+
+def _default_source_type_weights() -> dict[str, float]:
+    return {"runbook": 0.03, "faq": 0.02}
+
+
+class RerankSettings(_Section):
+    enabled: bool = Field(
+        default=True,
+        description="Rule-based rerank; false ranks by search relevance alone.",
+    )
+    weights: RerankWeightSettings = Field(default_factory=RerankWeightSettings)
+    source_type: dict[str, Number] = Field(
+        default_factory=_default_source_type_weights,
+        description="Bonus per document source type (negative values demote).",
+    )
+
+
+class ContextSettings(_Section):
+    char_budget: Whole = Field(
+        default=4000, ge=1, description="Most characters in the packed context text."
+    )
+    min_excerpt_chars: Whole = Field(
+        default=80,
+        ge=1,
+        description=(
+            "Smallest excerpt worth shortening a block to, in the context pack and "
+            "in the agent projection."
+        ),
+    )
+
+
+class ProjectionSettings(_Section):
+    max_blocks: Whole = Field(
+        default=5, ge=1, description="Most evidence blocks the agent receives."
+    )
+    max_excerpt_chars: Whole = Field(
+        default=1200, ge=1, description="Most characters of one block's excerpt."
+    )
+    max_total_chars: Whole = Field(
+        default=6000, ge=1, description="Most characters of all excerpts together."
+    )
+
+
+class QualitySettings(_Section):
+    medium: Number = Field(
+        default=0.4,
+        ge=0,
+        le=1,
+        description="Best relevance at or above which the relevance level is medium.",
+    )
+    high: Number = Field(
+        default=0.6,
+        ge=0,
+        le=1,
+        description="Best relevance at or above which the relevance level is high.",
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> QualitySettings:
+        if self.medium > self.high:
+            raise ConfigurationError(
+                "rag.quality.medium", self.medium, f"must be <= rag.quality.high ({self.high})"
+            )
+        return self
+
+
+class RagSettings(_Section):
+    retrieve_k: OptionalWhole = Field(
+        default=None,
+        ge=1,
+        le=MAX_RETRIEVE_K,
+        description="Recall width asked of the search engine.",
+    )
+    return_n: OptionalWhole = Field(
+        default=None,
+        ge=1,
+        le=MAX_RETURN_N,
+        description="Most evidence blocks after post-processing; at most rag.retrieve-k.",
+    )
+    top_k: OptionalWhole = Field(
+        default=None,
+        ge=1,
+        le=MAX_RETURN_N,
+        description="Legacy: used for both widths only when neither of them is set.",
+    )
+    max_chunks_per_document: Whole = Field(
+        default=DEFAULT_MAX_CHUNKS_PER_DOCUMENT,
+        ge=0,
+        le=MAX_CHUNKS_PER_DOCUMENT_BOUND,
+        description="Most blocks from one document (0 = no cap).",
+    )
+    min_relevance: Number = Field(
+        default=0.2,
+        ge=0,
+        le=1,
+        description="Relevance in [0, 1] below which a hit is not usable evidence.",
+    )
+    search_mode: SearchMode = Field(
+        default=SearchMode.DENSE, description="dense, sparse (BM25) or hybrid (RRF of both)."
+    )
+    engine_grouping: bool = Field(
+        default=False,
+        description="Let Milvus group hits per document instead of capping afterwards.",
+    )
+    late_materialisation: bool = Field(
+        default=True,
+        description="Fetch chunk text only for the blocks that are returned.",
+    )
+    hybrid: HybridSettings = Field(default_factory=HybridSettings)
+    relevance: RelevanceSettings = Field(default_factory=RelevanceSettings)
+    rerank: RerankSettings = Field(default_factory=RerankSettings)
+    context: ContextSettings = Field(default_factory=ContextSettings)
+    projection: ProjectionSettings = Field(default_factory=ProjectionSettings)
+    quality: QualitySettings = Field(default_factory=QualitySettings)
+    domains: dict[str, Keywords] = Field(
+        default_factory=dict,
+        description="Domain dictionary: category -> keywords (a list or comma-separated).",
+    )
+    domains_file: OptionalPath = Field(
+        default=None,
+        description=(
+            "YAML file with more category -> keywords entries; a relative path set in "
+            "the config file is relative to that file's folder."
+        ),
+    )
+
+    @field_validator("domains")
+    @classmethod
+    def _named_categories(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        for category in value:
+            if not category.strip():
+                raise ValueError("category names must not be blank")
+        return value
+
+    @field_validator("domains_file")
+    @classmethod
+    def _absolute_domains_file(cls, value: Path | None) -> Path | None:
+        return None if value is None else _absolute(value)
+
+    @model_validator(mode="after")
+    def _consistent_widths(self) -> RagSettings:
+        self.retrieval_settings()  # raises ConfigurationError naming the key
+        return self
+
+    def retrieval_settings(self) -> RetrievalSettings:
+        """The widths after the legacy ``rag.top-k`` fallback, validated by the domain."""
+        return RetrievalSettings.resolve(
+            retrieve_k=self.retrieve_k,
+            return_n=self.return_n,
+            top_k=self.top_k,
+            max_chunks_per_document=self.max_chunks_per_document,
+            min_relevance=self.min_relevance,
+        )
+
+
+# --- search, milvus ---------------------------------------------------------------------
+
+
+class SearchSettings(_Section):
+    backend: SearchBackend = Field(
+        default=SearchBackend.MILVUS,
+        description="milvus (Milvus Lite file or server) or memory (in-process, for tests).",
+    )
+
+
+_MILVUS_URI_RULE = "must be a local file path ending in .db or an http(s)://host:port URL"
+
+
+class MilvusSettings(_Section):
+    uri: OptionalText = Field(
+        default=None,
+        description="Milvus Lite file (a path ending in .db) or a server's http(s)://host:port.",
+    )
+    token: OptionalSecret = Field(
+        default=None, description="Milvus token, user:password or API key (secret)."
+    )
+    db_name: OptionalText = Field(default=None, description="Milvus database name.")
+    collection: str = Field(
+        default="knowledge", min_length=1, description="Collection holding the chunks."
+    )
+    timeout_s: Number = Field(default=10.0, gt=0, description="Timeout of one Milvus call.")
+
+    @field_validator("uri")
+    @classmethod
+    def _known_uri(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if "://" in value:
+            scheme, _, rest = value.partition("://")
+            host = rest.split("/", 1)[0].rsplit("@", 1)[-1]
+            if scheme.lower() not in ("http", "https") or not host or host.startswith(":"):
+                raise ValueError(_MILVUS_URI_RULE)
+            return value
+        if not value.endswith(".db"):
+            raise ValueError(_MILVUS_URI_RULE)
+        return str(_absolute(Path(value)))
+
+
+# --- embedder ---------------------------------------------------------------------------
+
+
+class OpenAIEmbedderSettings(_Section):
+    base_url: str = Field(
+        default="https://api.openai.com/v1",
+        description="OpenAI-compatible embeddings API base URL.",
+    )
+    model: str = Field(
+        default="text-embedding-3-small", min_length=1, description="Embedding model name."
+    )
+    api_key: OptionalSecret = Field(
+        default=None, description="API key (secret); unset falls back to OPENAI_API_KEY."
+    )
+    dimension: OptionalWhole = Field(
+        default=None, ge=1, description="Requested vector size (unset = the model's own)."
+    )
+    timeout_s: Number = Field(default=30.0, gt=0, description="Timeout of one API call.")
+    max_retries: Whole = Field(default=3, ge=0, description="Retries of a failed call.")
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")) or len(value) <= len("https://"):
+            raise ValueError("must be an http(s):// URL")
+        return value.rstrip("/")
+
+
+class HashingEmbedderSettings(_Section):
+    dimension: Whole = Field(default=384, ge=1, description="Vector size of the hashing embedder.")
+
+
+class EmbedderSettings(_Section):
+    provider: EmbedderProvider = Field(
+        default=EmbedderProvider.ONNX_MINILM,
+        description="onnx-minilm (bundled), openai, hashing (tests) or none (sparse only).",
+    )
+    batch_size: Whole = Field(default=32, ge=1, description="Texts embedded per call.")
+    openai: OpenAIEmbedderSettings = Field(default_factory=OpenAIEmbedderSettings)
+    hashing: HashingEmbedderSettings = Field(default_factory=HashingEmbedderSettings)
+
+
+# --- audit, ingest, log -----------------------------------------------------------------
+
+
+class AuditSettings(_Section):
+    enabled: bool = Field(default=True, description="Record every lookup in the audit store.")
+    database_url: OptionalText = Field(
+        default=None,
+        repr=False,  # may carry a password
+        description="SQLAlchemy URL of the audit database (SQLite or PostgreSQL); password masked.",
+    )
+    spool_dir: OptionalPath = Field(
+        default=None,
+        description="Where records wait while the audit database is unreachable.",
+    )
+    auto_migrate: bool = Field(default=True, description="Upgrade the audit schema on start-up.")
+
+    @field_validator("database_url")
+    @classmethod
+    def _sqlalchemy_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            make_url(value)
+        except (ArgumentError, ValueError):  # ValueError: e.g. a port that is not a number
+            raise ValueError(
+                "must be a SQLAlchemy database URL such as sqlite:////path/audit.db "
+                "or postgresql+psycopg://user:password@host/db"
+            ) from None
+        return value
+
+    @field_validator("spool_dir")
+    @classmethod
+    def _absolute_spool_dir(cls, value: Path | None) -> Path | None:
+        return None if value is None else _absolute(value)
+
+
+class IngestSettings(_Section):
+    chunk_size: Whole = Field(default=1200, ge=1, description="Characters per chunk.")
+    chunk_overlap: Whole = Field(
+        default=150, ge=0, description="Characters shared by neighbouring chunks."
+    )
+    batch_size: Whole = Field(default=64, ge=1, description="Chunks written per batch.")
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> IngestSettings:
+        if self.chunk_overlap >= self.chunk_size:
+            raise ConfigurationError(
+                "ingest.chunk-overlap",
+                self.chunk_overlap,
+                f"must be < ingest.chunk-size ({self.chunk_size})",
+            )
+        return self
+
+
+class LogSettings(_Section):
+    level: str = Field(default="INFO", description="DEBUG, INFO, WARNING, ERROR or CRITICAL.")
+    json_: bool = Field(default=False, alias="json", description="One JSON object per log line.")
+
+    @field_validator("level", mode="before")
+    @classmethod
+    def _known_level(cls, value: object) -> object:
+        if isinstance(value, str):
+            level = value.strip().upper()
+            if level in LOG_LEVELS:
+                return level
+        raise ValueError("must be one of " + ", ".join(LOG_LEVELS))
+
+
+# --- the root ---------------------------------------------------------------------------
+
+
+class Settings(BaseSettings):
+    """The effective configuration. Build it with ``load_settings`` to read the sources."""
+
+    model_config = SettingsConfigDict(
+        extra="forbid",
+        frozen=True,
+        alias_generator=kebab,
+        validate_by_name=True,
+        validate_by_alias=True,
+        allow_inf_nan=False,
+    )
+
+    data_dir: Path = Field(
+        default=Path(DEFAULT_DATA_DIR),
+        validate_default=True,
+        description="Folder of the embedded Milvus Lite file, audit database and spool "
+        "(absolute against the working directory at load time).",
+    )
+    rag: RagSettings = Field(default_factory=RagSettings)
+    search: SearchSettings = Field(default_factory=SearchSettings)
+    milvus: MilvusSettings = Field(default_factory=MilvusSettings)
+    embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)
+    audit: AuditSettings = Field(default_factory=AuditSettings)
+    ingest: IngestSettings = Field(default_factory=IngestSettings)
+    log: LogSettings = Field(default_factory=LogSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # load_settings layers file, environment and overrides itself, so it can say
+        # where each value came from and reject unknown keys; the model validates only.
+        return (init_settings,)
+
+    @field_validator("data_dir")
+    @classmethod
+    def _absolute_data_dir(cls, value: Path) -> Path:
+        return _absolute(value)
+
+    @model_validator(mode="after")
+    def _embedder_fits_mode(self) -> Settings:
+        if (
+            self.embedder.provider is EmbedderProvider.NONE
+            and self.rag.search_mode.needs_query_vector
+        ):
+            raise ConfigurationError(
+                "embedder.provider",
+                self.embedder.provider.value,
+                f"cannot serve rag.search-mode={self.rag.search_mode.value} "
+                "(it embeds the query); use rag.search-mode=sparse or an embedder",
+            )
+        return self
+
+    # --- resolved values ----------------------------------------------------------------
+
+    @property
+    def retrieval(self) -> RetrievalSettings:
+        """Widths after the legacy ``rag.top-k`` fallback."""
+        return self.rag.retrieval_settings()
+
+    @property
+    def milvus_uri(self) -> str:
+        return self.milvus.uri or str(self.data_dir / "milvus.db")
+
+    @property
+    def milvus_token(self) -> str | None:
+        token = self.milvus.token
+        return None if token is None else token.get_secret_value()
+
+    @property
+    def openai_api_key(self) -> str | None:
+        key = self.embedder.openai.api_key
+        return None if key is None else key.get_secret_value()
+
+    @property
+    def audit_database_url(self) -> str:
+        return self.audit.database_url or f"sqlite:///{self.data_dir / 'audit.db'}"
+
+    @property
+    def audit_spool_dir(self) -> Path:
+        return self.audit.spool_dir or self.data_dir / "audit-spool"
+
+    @property
+    def domains_file(self) -> Path | None:
+        return self.rag.domains_file
+
+    # --- what the application gets ------------------------------------------------------
+
+    def to_lookup_config(self) -> LookupConfig:
+        rag = self.rag
+        weights = rag.rerank.weights
+        return LookupConfig(
+            retrieval=rag.retrieval_settings(),
+            mode=rag.search_mode,
+            engine_grouping=rag.engine_grouping,
+            late_materialisation=rag.late_materialisation,
+            rerank=RerankWeights(
+                enabled=rag.rerank.enabled,
+                relevance=weights.relevance,
+                domain_match=weights.domain_match,
+                entity_match=weights.entity_match,
+                keyword_match=weights.keyword_match,
+                hint_alignment=weights.hint_alignment,
+                source_type=MappingProxyType(dict(rag.rerank.source_type)),
+            ),
+            calibration=RelevanceCalibration(
+                bm25_saturation=rag.relevance.bm25_saturation, rrf_k=rag.hybrid.rrf_k
+            ),
+            context_char_budget=rag.context.char_budget,
+            context_min_excerpt_chars=rag.context.min_excerpt_chars,
+            projection=ProjectionBudgets(
+                max_blocks=rag.projection.max_blocks,
+                max_excerpt_chars=rag.projection.max_excerpt_chars,
+                max_total_chars=rag.projection.max_total_chars,
+                min_excerpt_chars=rag.context.min_excerpt_chars,
+            ),
+            quality=QualityThresholds(medium=rag.quality.medium, high=rag.quality.high),
+        )
+
+    def domain_dictionary(self) -> dict[str, list[str]]:
+        """``rag.domains-file`` entries, then ``rag.domains``; a category in both gets the
+        keywords of both (file first, no repeats)."""
+        merged: dict[str, list[str]] = {}
+        sources: list[dict[str, list[str]]] = []
+        if self.rag.domains_file is not None:
+            sources.append(read_domains_file(self.rag.domains_file))
+        sources.append(self.rag.domains)
+        for source in sources:
+            for category, keywords in source.items():
+                known = merged.setdefault(category.strip(), [])
+                known.extend(k for k in keywords if k not in known)
+        return merged
+
+
+_DOMAINS_FILE_KEY = "rag.domains-file"
+
+
+def read_domains_file(path: Path) -> dict[str, list[str]]:
+    """A YAML mapping of category -> keywords (a list or a comma-separated string)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigurationError(
+            _DOMAINS_FILE_KEY, str(path), f"must be a readable file ({e.strerror})"
+        ) from e
+    try:
+        data: Any = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigurationError(_DOMAINS_FILE_KEY, str(path), f"must be valid YAML ({e})") from e
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigurationError(
+            _DOMAINS_FILE_KEY, str(path), "must hold a mapping of category -> keywords"
+        )
+    result: dict[str, list[str]] = {}
+    for category, raw in data.items():
+        keywords = split_keywords(raw)
+        if (
+            not isinstance(category, str)
+            or not category.strip()
+            or not isinstance(keywords, list)
+            or not all(isinstance(k, str) for k in keywords)
+        ):
+            raise ConfigurationError(
+                _DOMAINS_FILE_KEY,
+                str(path),
+                f"entry {category!r} must map a category name to a list of keywords",
+            )
+        result[category.strip()] = [str(k) for k in keywords]
+    return result
