@@ -1,0 +1,181 @@
+"""One Milvus client per URI: Milvus Lite (a local ``.db`` file) or a server.
+
+``MilvusConnection`` creates the pymilvus client lazily, detects what the server can
+do from its version, and is shared by the search adapter and the store (the
+composition root owns it and closes it). A local Lite file is only opened once per
+process through it, which Milvus Lite needs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from lookup_knowledge.adapters.milvus.errors import DRIVER_ERRORS, translate
+from lookup_knowledge.domain.errors import ConfigurationError, SearchUnavailable
+
+SERVER_SCHEMES = ("http://", "https://", "tcp://", "grpc://")
+#: The Milvus version the BM25 function, hybrid search over it and grouping with
+#: group_size need.
+MODERN_MILVUS = (2, 5)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerCapabilities:
+    """What the server can do, from its version string."""
+
+    version: str
+    lite: bool
+    bm25: bool
+    hybrid: bool
+    grouping: bool
+
+    def requirement(self) -> str:
+        return f"Milvus >= {MODERN_MILVUS[0]}.{MODERN_MILVUS[1]} (or Milvus Lite >= 2.5)"
+
+
+_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+def parse_capabilities(version: str) -> ServerCapabilities:
+    """Capabilities from ``get_server_version()``.
+
+    ``milvus_lite-3.2.2`` -> Lite, everything; ``v2.3.5-lite`` (the PyPI ``milvus``
+    server) -> dense only; ``v2.5.x`` or later -> everything. A version that cannot be
+    parsed (a managed service's own string) is taken as modern; a mode it lacks then
+    fails at request time and is translated to ``UnsupportedSearchMode``.
+    """
+    text = version.strip()
+    lite = text.lower().startswith("milvus_lite")
+    match = _VERSION.search(text)
+    if match is None:
+        return ServerCapabilities(text, lite, True, True, True)
+    major, minor = int(match.group(1)), int(match.group(2))
+    modern = (lite and major >= 3) or (major, minor) >= MODERN_MILVUS
+    return ServerCapabilities(text, lite, modern, modern, modern)
+
+
+def _redact(uri: str) -> str:
+    parts = urlsplit(uri)
+    if parts.password or parts.username:
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+        return f"{parts.scheme}://***@{host}{port}{parts.path}"
+    return uri
+
+
+class MilvusConnection:
+    """A lazily created pymilvus ``MilvusClient`` with capability detection.
+
+    ``uri``: a local file ending in ``.db`` (optionally ``file://``) for Milvus Lite,
+    or ``http(s)://host:port`` for a server or cluster. ``token``: ``user:password``
+    or an API key for managed Milvus. ``timeout_s`` bounds every call (pymilvus would
+    otherwise retry an unreachable server for minutes).
+    """
+
+    def __init__(
+        self,
+        uri: str,
+        *,
+        token: str | None = None,
+        db_name: str | None = None,
+        timeout_s: float = 10.0,
+        create_dirs: bool = True,
+    ) -> None:
+        if not isinstance(uri, str) or not uri.strip():
+            raise ConfigurationError("milvus.uri", uri, "must not be empty")
+        if timeout_s <= 0:
+            raise ConfigurationError("milvus.timeout-s", timeout_s, "must be > 0")
+        uri = uri.strip()
+        self._lite = not uri.startswith(SERVER_SCHEMES)
+        if self._lite:
+            path = Path(uri.removeprefix("file://")).expanduser()
+            if path.suffix != ".db":
+                raise ConfigurationError(
+                    "milvus.uri",
+                    uri,
+                    "a Milvus Lite file must end with .db; a server URI starts with "
+                    "http:// or https://",
+                )
+            if create_dirs:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            uri = str(path.resolve())
+        self._uri = uri
+        self._token = token
+        self._db_name = db_name
+        self._timeout_s = timeout_s
+        self._client: Any = None
+        self._capabilities: ServerCapabilities | None = None
+        self._closed = False
+        self._lock = threading.Lock()
+
+    @property
+    def uri(self) -> str:
+        """The URI for messages (credentials redacted)."""
+        return _redact(self._uri)
+
+    @property
+    def is_lite(self) -> bool:
+        return self._lite
+
+    @property
+    def timeout_s(self) -> float:
+        return self._timeout_s
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def client(self) -> Any:
+        """The pymilvus client; ``SearchUnavailable`` when it cannot connect or is closed."""
+        client = self._client
+        if client is not None:
+            return client
+        with self._lock:
+            if self._closed:
+                raise SearchUnavailable(f"the Milvus connection to {self.uri} is closed")
+            if self._client is None:
+                from pymilvus import MilvusClient
+
+                kwargs: dict[str, Any] = {"uri": self._uri, "timeout": self._timeout_s}
+                if self._token:
+                    kwargs["token"] = self._token
+                if self._db_name:
+                    kwargs["db_name"] = self._db_name
+                try:
+                    self._client = MilvusClient(**kwargs)
+                except DRIVER_ERRORS as error:
+                    raise translate(error, "connect", self.uri) from error
+            return self._client
+
+    def capabilities(self) -> ServerCapabilities:
+        caps = self._capabilities
+        if caps is None:
+            client = self.client()
+            try:
+                version = str(client.get_server_version(timeout=self._timeout_s))
+            except DRIVER_ERRORS as error:
+                raise translate(error, "get_server_version", self.uri) from error
+            caps = parse_capabilities(version)
+            self._capabilities = caps
+        return caps
+
+    def close(self) -> None:
+        """Close the client; later calls raise ``SearchUnavailable``. Idempotent."""
+        with self._lock:
+            self._closed = True
+            client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(*DRIVER_ERRORS):  # closing a broken one must not raise
+                client.close()
+
+    def __enter__(self) -> MilvusConnection:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()

@@ -1,0 +1,88 @@
+"""The one place that writes Milvus boolean expressions.
+
+Milvus Lite and older servers do not support ``filter_params`` templating, so values
+are written as escaped string literals. Rules:
+
+- field names come from an allowlist only (``FILTERABLE_FIELDS``); anything else is a
+  ``SearchBadRequest`` before a request is sent;
+- a string value becomes a double-quoted literal with backslash, double quote and the
+  line-break/tab control characters escaped; other control characters, NUL and lone
+  surrogates are rejected (``InvalidInputError``): they cannot be stored in a field
+  either, so no row could match them;
+- integers are written with ``int()`` formatting only (booleans rejected).
+
+User text is never pasted into an expression: it is always a value passed through here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from lookup_knowledge.domain.errors import InvalidInputError, SearchBadRequest
+
+FILTERABLE_FIELDS = frozenset(
+    {"evidence_key", "doc_id", "chunk_index", "category", "source", "source_type", "title"}
+)
+
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def string_literal(value: str) -> str:
+    """``value`` as a Milvus double-quoted string literal that matches it exactly."""
+    if not isinstance(value, str):
+        raise InvalidInputError(f"filter value must be a string, got {type(value).__name__}")
+    out: list[str] = ['"']
+    for ch in value:
+        escaped = _ESCAPES.get(ch)
+        if escaped is not None:
+            out.append(escaped)
+            continue
+        code = ord(ch)
+        if code < 32 or code == 127:
+            raise InvalidInputError(
+                f"filter value contains control character U+{code:04X}; it cannot match"
+            )
+        if 0xD800 <= code <= 0xDFFF:
+            raise InvalidInputError("filter value contains a lone surrogate; it is not text")
+        out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def int_literal(value: int) -> str:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInputError(f"filter value must be an integer, got {type(value).__name__}")
+    return str(int(value))
+
+
+def field_name(name: str) -> str:
+    if name not in FILTERABLE_FIELDS:
+        raise SearchBadRequest(f"field {name!r} is not filterable")
+    return name
+
+
+def eq(name: str, value: str | int) -> str:
+    literal = int_literal(value) if isinstance(value, int) else string_literal(value)
+    return f"{field_name(name)} == {literal}"
+
+
+def gt(name: str, value: str | int) -> str:
+    literal = int_literal(value) if isinstance(value, int) else string_literal(value)
+    return f"{field_name(name)} > {literal}"
+
+
+def in_list(name: str, values: Sequence[str] | Sequence[int]) -> str:
+    if not values:
+        raise InvalidInputError(f"empty value list for {name}")
+    literals = [int_literal(v) if isinstance(v, int) else string_literal(v) for v in values]
+    return f"{field_name(name)} in [{', '.join(literals)}]"
+
+
+def not_in_list(name: str, values: Sequence[str] | Sequence[int]) -> str:
+    return f"not ({in_list(name, values)})"
+
+
+def all_of(expressions: Iterable[str | None]) -> str:
+    """AND of the non-empty expressions, each parenthesised; "" when there are none."""
+    parts = [f"({e})" for e in expressions if e]
+    return " and ".join(parts)

@@ -1,0 +1,196 @@
+"""The knowledge collection's schema: fields, creation, and the mismatch check.
+
+Primary key = the evidence key (``docId#chunk-N``), so identity, dedup and the
+per-document cap can run on ids and scores alone and content is fetched by key for the
+survivors only (late materialisation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from lookup_knowledge.domain.errors import SchemaMismatch
+
+DEFAULT_COLLECTION = "knowledge_chunks"
+
+PK = "evidence_key"
+DOC_ID = "doc_id"
+CHUNK_INDEX = "chunk_index"
+CATEGORY = "category"
+SOURCE = "source"
+TITLE = "title"
+BREADCRUMB = "breadcrumb"
+SOURCE_TYPE = "source_type"
+TEXT = "text"
+CONTENT_HASH = "content_hash"
+INGESTED_AT = "ingested_at"
+DENSE = "dense_vector"
+SPARSE = "sparse_vector"
+BM25_FUNCTION = "text_bm25"
+
+#: VARCHAR limits in bytes (UTF-8), as Milvus counts them.
+MAX_BYTES: Mapping[str, int] = {
+    PK: 2200,
+    DOC_ID: 2048,
+    CATEGORY: 512,
+    SOURCE: 2048,
+    TITLE: 1024,
+    BREADCRUMB: 2048,
+    SOURCE_TYPE: 64,
+    TEXT: 65535,
+    CONTENT_HASH: 64,
+}
+#: Metadata returned with every hit (no text: that is fetched late or on request).
+LIGHT_FIELDS = (DOC_ID, CHUNK_INDEX, CATEGORY, SOURCE, TITLE, BREADCRUMB, SOURCE_TYPE)
+
+# DataType names per scalar field (compared by name to stay independent of enums).
+_SCALARS: Mapping[str, str] = {
+    PK: "VARCHAR",
+    DOC_ID: "VARCHAR",
+    CHUNK_INDEX: "INT64",
+    CATEGORY: "VARCHAR",
+    SOURCE: "VARCHAR",
+    TITLE: "VARCHAR",
+    BREADCRUMB: "VARCHAR",
+    SOURCE_TYPE: "VARCHAR",
+    TEXT: "VARCHAR",
+    CONTENT_HASH: "VARCHAR",
+    INGESTED_AT: "INT64",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionLayout:
+    """What an existing collection offers."""
+
+    name: str
+    dimension: int | None  # None: no dense vector (sparse-only)
+    bm25: bool  # has the BM25 function into the sparse field
+    primary_key: str
+
+    @property
+    def has_dense(self) -> bool:
+        return self.dimension is not None
+
+
+def _type_name(value: Any) -> str:
+    name = getattr(value, "name", None)
+    return str(name if name is not None else value).upper()
+
+
+def read_layout(description: Mapping[str, Any], *, where: str) -> CollectionLayout:
+    """Check a ``describe_collection`` result against this schema, or ``SchemaMismatch``."""
+    name = str(description.get("collection_name", "?"))
+    fields = {str(f.get("name")): f for f in description.get("fields", [])}
+    problems: list[str] = []
+    primary = next((n for n, f in fields.items() if f.get("is_primary")), "")
+    if primary != PK:
+        problems.append(f"primary key is {primary!r}, expected {PK!r}")
+    for field_name, type_name in _SCALARS.items():
+        found = fields.get(field_name)
+        if found is None:
+            problems.append(f"missing field {field_name!r}")
+        elif _type_name(found.get("type")) != type_name:
+            problems.append(
+                f"field {field_name!r} is {_type_name(found.get('type'))}, expected {type_name}"
+            )
+    dimension: int | None = None
+    dense = fields.get(DENSE)
+    if dense is not None:
+        if _type_name(dense.get("type")) != "FLOAT_VECTOR":
+            problems.append(
+                f"field {DENSE!r} is {_type_name(dense.get('type'))}, expected FLOAT_VECTOR"
+            )
+        else:
+            dimension = int(dense.get("params", {}).get("dim", 0))
+    bm25 = False
+    if SPARSE in fields:
+        functions = description.get("functions", []) or []
+        bm25 = any(
+            _type_name(fn.get("type")) == "BM25"
+            and list(fn.get("output_field_names", [])) == [SPARSE]
+            and list(fn.get("input_field_names", [])) == [TEXT]
+            for fn in functions
+        )
+        if not bm25:
+            problems.append(f"field {SPARSE!r} is not the output of a BM25 function on {TEXT!r}")
+    if dense is None and SPARSE not in fields:
+        problems.append(f"neither a dense ({DENSE!r}) nor a sparse ({SPARSE!r}) vector field")
+    if problems:
+        raise SchemaMismatch(
+            f"Milvus collection {name!r} at {where} does not have the lookup-knowledge "
+            f"schema: {'; '.join(problems)}. Point milvus.collection at a new name (it is "
+            "created on first ingest), or drop this collection and ingest again."
+        )
+    return CollectionLayout(name=name, dimension=dimension, bm25=bm25, primary_key=PK)
+
+
+def check_dimension(layout: CollectionLayout, dimension: int | None, *, where: str) -> None:
+    """The ingest-side check: the embedder's dimension must be the collection's."""
+    if layout.dimension == dimension:
+        return
+    if dimension is None:
+        raise SchemaMismatch(
+            f"Milvus collection {layout.name!r} at {where} has a {layout.dimension}-dim dense "
+            "vector field, but ingest runs without an embedder: configure the embedder the "
+            "collection was built with, or use another collection for a sparse-only store."
+        )
+    have = f"a {layout.dimension}-dim" if layout.dimension is not None else "no"
+    raise SchemaMismatch(
+        f"Milvus collection {layout.name!r} at {where} has {have} dense vector field, but "
+        f"the embedder produces {dimension}-dim vectors: configure the embedder the "
+        "collection was built with, or point milvus.collection at a new name, or drop the "
+        "collection and ingest everything again."
+    )
+
+
+def build_schema(
+    client: Any,
+    *,
+    dimension: int | None,
+    bm25: bool,
+    analyzer_params: Mapping[str, Any] | None,
+    index_type: str,
+    index_params: Mapping[str, Any] | None,
+) -> tuple[Any, Any]:
+    """(schema, index params) for a new collection."""
+    from pymilvus import DataType, Function, FunctionType
+
+    schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
+    schema.add_field(PK, DataType.VARCHAR, is_primary=True, max_length=MAX_BYTES[PK])
+    schema.add_field(DOC_ID, DataType.VARCHAR, max_length=MAX_BYTES[DOC_ID])
+    schema.add_field(CHUNK_INDEX, DataType.INT64)
+    for name in (CATEGORY, SOURCE, TITLE, BREADCRUMB, SOURCE_TYPE, CONTENT_HASH):
+        schema.add_field(name, DataType.VARCHAR, max_length=MAX_BYTES[name])
+    schema.add_field(INGESTED_AT, DataType.INT64)
+    text_kwargs: dict[str, Any] = {"max_length": MAX_BYTES[TEXT]}
+    if bm25:
+        text_kwargs["enable_analyzer"] = True
+        if analyzer_params:
+            text_kwargs["analyzer_params"] = dict(analyzer_params)
+    schema.add_field(TEXT, DataType.VARCHAR, **text_kwargs)
+    if bm25:
+        schema.add_field(SPARSE, DataType.SPARSE_FLOAT_VECTOR)
+        schema.add_function(
+            Function(
+                name=BM25_FUNCTION,
+                function_type=FunctionType.BM25,
+                input_field_names=[TEXT],
+                output_field_names=[SPARSE],
+            )
+        )
+    if dimension is not None:
+        schema.add_field(DENSE, DataType.FLOAT_VECTOR, dim=dimension)
+    index = client.prepare_index_params()
+    if dimension is not None:
+        index.add_index(
+            field_name=DENSE,
+            index_type=index_type,
+            metric_type="COSINE",
+            params=dict(index_params or {}),
+        )
+    if bm25:
+        index.add_index(field_name=SPARSE, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
+    return schema, index

@@ -1,0 +1,379 @@
+"""``KnowledgeStorePort`` over Milvus: collection lifecycle and batched writes.
+
+The collection is created on first use with the embedder's dimension (none for a
+sparse-only store) and the BM25 function when the server has it. An existing
+collection that does not match is a ``SchemaMismatch`` that says what to do. All
+writes are upserts keyed by the evidence key, in batches; deletes are by ``doc_id``
+through the filter builder. Driver failures become ``IngestError``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lookup_knowledge.adapters.milvus.collection import KnowledgeCollection
+from lookup_knowledge.adapters.milvus.connection import MilvusConnection
+from lookup_knowledge.adapters.milvus.errors import DRIVER_ERRORS, translate_ingest
+from lookup_knowledge.adapters.milvus.filters import all_of, eq, in_list, not_in_list
+from lookup_knowledge.adapters.milvus.schema import (
+    BREADCRUMB,
+    CATEGORY,
+    CHUNK_INDEX,
+    CONTENT_HASH,
+    DEFAULT_COLLECTION,
+    DENSE,
+    DOC_ID,
+    INGESTED_AT,
+    MAX_BYTES,
+    PK,
+    SOURCE,
+    SOURCE_TYPE,
+    TEXT,
+    TITLE,
+    CollectionLayout,
+    build_schema,
+    check_dimension,
+    read_layout,
+)
+from lookup_knowledge.application.ingest import ChunkRecord, KnowledgeStorePort
+from lookup_knowledge.domain.errors import (
+    IngestError,
+    InvalidInputError,
+    SchemaMismatch,
+    SearchError,
+)
+
+logger = logging.getLogger(__name__)
+
+_CHUNK_MARK = "#chunk-"
+
+
+def fit_bytes(value: str, max_bytes: int) -> str:
+    """``value`` cut to at most ``max_bytes`` UTF-8 bytes on a character boundary."""
+    encoded = value.encode("utf-8")
+    if len(encoded) <= max_bytes:
+        return value
+    return encoded[:max_bytes].decode("utf-8", "ignore")
+
+
+def _deleted(result: Any) -> int:
+    if isinstance(result, Mapping):
+        count = result.get("delete_count")
+        return int(count) if isinstance(count, int) else 0
+    if isinstance(result, list | tuple):
+        return len(result)
+    count = getattr(result, "delete_count", None)
+    return int(count) if isinstance(count, int) else 0
+
+
+class MilvusKnowledgeStore(KnowledgeStorePort):
+    def __init__(
+        self,
+        connection: MilvusConnection,
+        *,
+        collection: str = DEFAULT_COLLECTION,
+        index_type: str = "AUTOINDEX",
+        index_params: Mapping[str, Any] | None = None,
+        text_analyzer: Mapping[str, Any] | None = None,
+        consistency_level: str = "Strong",
+        write_batch_size: int = 500,
+        filter_batch_size: int = 200,
+        owns_connection: bool = False,
+    ) -> None:
+        if write_batch_size < 1 or filter_batch_size < 1:
+            raise InvalidInputError("write_batch_size and filter_batch_size must be >= 1")
+        self._connection = connection
+        self._collection = KnowledgeCollection(connection, collection)
+        self._index_type = index_type
+        self._index_params = dict(index_params or {})
+        self._analyzer = dict(text_analyzer) if text_analyzer else None
+        self._consistency = consistency_level
+        self._batch = write_batch_size
+        self._filter_batch = filter_batch_size
+        self._owns_connection = owns_connection
+
+    @classmethod
+    def open(
+        cls,
+        uri: str,
+        *,
+        token: str | None = None,
+        db_name: str | None = None,
+        timeout_s: float = 30.0,
+        **options: Any,
+    ) -> MilvusKnowledgeStore:
+        connection = MilvusConnection(uri, token=token, db_name=db_name, timeout_s=timeout_s)
+        return cls(connection, owns_connection=True, **options)
+
+    @property
+    def collection_name(self) -> str:
+        return self._collection.name
+
+    def close(self) -> None:
+        if self._owns_connection:
+            self._connection.close()
+
+    # ------------------------------------------------------------------ helpers
+
+    def _client(self) -> Any:
+        try:
+            return self._connection.client()
+        except SearchError as error:
+            raise IngestError(f"{error.code}: {error.message}") from error
+
+    def _layout(self) -> CollectionLayout | None:
+        try:
+            layout = self._collection.layout()
+            if layout is not None:
+                self._collection.ensure_loaded()
+            return layout
+        except SchemaMismatch:
+            raise
+        except SearchError as error:
+            raise IngestError(f"{error.code}: {error.message}") from error
+
+    def _require(self) -> CollectionLayout:
+        layout = self._layout()
+        if layout is None:
+            raise IngestError(
+                f"Milvus collection {self._collection.name!r} does not exist at "
+                f"{self._connection.uri}; ensure_collection first"
+            )
+        return layout
+
+    def _call(self, action: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, timeout=self._connection.timeout_s, **kwargs)
+        except DRIVER_ERRORS as error:
+            raise translate_ingest(error, action, self._collection.where) from error
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def ensure_collection(self, dimension: int | None) -> None:
+        if dimension is not None and dimension < 1:
+            raise InvalidInputError("dimension must be >= 1")
+        layout = self._layout()
+        if layout is not None:
+            check_dimension(layout, dimension, where=self._collection.where)
+            return
+        try:
+            server = self._connection.capabilities()
+        except SearchError as error:
+            raise IngestError(f"{error.code}: {error.message}") from error
+        if not server.bm25:
+            logger.warning(
+                "Milvus %s has no BM25 function: collection %s is created for dense search "
+                "only (sparse and hybrid need %s)",
+                server.version,
+                self._collection.name,
+                server.requirement(),
+            )
+        if dimension is None and not server.bm25:
+            raise IngestError(
+                f"a store without an embedder needs the BM25 function of {server.requirement()}; "
+                f"the server at {self._connection.uri} is {server.version}: configure an embedder"
+            )
+        self._create(dimension, server.bm25)
+        self._collection.invalidate()
+        created = self._layout()
+        if created is None:  # pragma: no cover - the server lost what it just created
+            raise IngestError(f"collection {self._collection.name!r} vanished after creation")
+        check_dimension(created, dimension, where=self._collection.where)
+
+    def _create(self, dimension: int | None, bm25: bool) -> None:
+        client = self._client()
+        schema, index = build_schema(
+            client,
+            dimension=dimension,
+            bm25=bm25,
+            analyzer_params=self._analyzer,
+            index_type=self._index_type,
+            index_params=self._index_params,
+        )
+        try:
+            client.create_collection(
+                self._collection.name,
+                schema=schema,
+                index_params=index,
+                consistency_level=self._consistency,
+                timeout=max(self._connection.timeout_s, 60.0),
+            )
+        except DRIVER_ERRORS as error:
+            # A server may create the collection and then fail on an index: leave
+            # nothing half-made behind.
+            try:
+                if client.has_collection(self._collection.name):
+                    client.drop_collection(self._collection.name)
+            except DRIVER_ERRORS:
+                pass
+            raise translate_ingest(error, "create_collection", self._collection.where) from error
+
+    def drop_collection(self) -> bool:
+        """Drop the collection (for a re-ingest from scratch); True when it existed."""
+        client = self._client()
+        existed = bool(self._call("has_collection", client.has_collection, self._collection.name))
+        if existed:
+            self._call("drop_collection", client.drop_collection, self._collection.name)
+        self._collection.invalidate()
+        return existed
+
+    def describe(self) -> dict[str, object]:
+        """What an operator wants to know: name, dimension, BM25, rows, server version."""
+        layout = self._layout()
+        server = self._connection.capabilities()
+        return {
+            "collection": self._collection.name,
+            "uri": self._connection.uri,
+            "exists": layout is not None,
+            "dimension": layout.dimension if layout else None,
+            "bm25": layout.bm25 if layout else None,
+            "rows": self.count(),
+            "serverVersion": server.version,
+        }
+
+    # ------------------------------------------------------------------ reads
+
+    def count(self) -> int:
+        if self._layout() is None:
+            return 0
+        client = self._client()
+        rows = self._call(
+            "count", client.query, self._collection.name, filter="", output_fields=["count(*)"]
+        )
+        return int(rows[0]["count(*)"]) if rows else 0
+
+    def document_hashes(self, doc_ids: Sequence[str] | None = None) -> dict[str, str]:
+        if self._layout() is None:
+            return {}
+        client = self._client()
+        head = eq(CHUNK_INDEX, 0)
+        filters: list[str]
+        if doc_ids is None:
+            filters = [head]
+        else:
+            wanted = [d for d in dict.fromkeys(doc_ids) if self._storable_id(d)]
+            filters = [
+                all_of([head, in_list(DOC_ID, wanted[i : i + self._filter_batch])])
+                for i in range(0, len(wanted), self._filter_batch)
+            ]
+        out: dict[str, str] = {}
+        for expression in filters:
+            rows = self._call(
+                "read content hashes",
+                client.query,
+                self._collection.name,
+                filter=expression,
+                output_fields=[DOC_ID, CONTENT_HASH],
+            )
+            for row in rows:
+                out[str(row[DOC_ID])] = str(row[CONTENT_HASH])
+        return out
+
+    @staticmethod
+    def _storable_id(doc_id: str) -> bool:
+        if (
+            not isinstance(doc_id, str)
+            or len(doc_id.encode("utf-8", "surrogatepass")) > MAX_BYTES[DOC_ID]
+        ):
+            return False
+        try:
+            eq(DOC_ID, doc_id)
+        except InvalidInputError:
+            return False
+        return True
+
+    # ------------------------------------------------------------------ writes
+
+    def _row(self, record: ChunkRecord, layout: CollectionLayout) -> dict[str, Any]:
+        for name, value in (
+            (DOC_ID, record.doc_id),
+            (CATEGORY, record.category),
+            (PK, record.evidence_key),
+        ):
+            if len(value.encode("utf-8")) > MAX_BYTES[name]:
+                raise IngestError(
+                    f"{name} of {record.evidence_key[:80]!r} is longer than {MAX_BYTES[name]} bytes"
+                )
+        if len(record.text.encode("utf-8")) > MAX_BYTES[TEXT]:
+            raise IngestError(
+                f"chunk {record.evidence_key!r} text is longer than {MAX_BYTES[TEXT]} bytes: "
+                "lower the chunk size"
+            )
+        row: dict[str, Any] = {
+            PK: record.evidence_key,
+            DOC_ID: record.doc_id,
+            CHUNK_INDEX: record.chunk_index,
+            CATEGORY: record.category,
+            SOURCE: fit_bytes(record.source, MAX_BYTES[SOURCE]),
+            TITLE: fit_bytes(record.title, MAX_BYTES[TITLE]),
+            BREADCRUMB: fit_bytes(record.breadcrumb, MAX_BYTES[BREADCRUMB]),
+            SOURCE_TYPE: fit_bytes(record.source_type, MAX_BYTES[SOURCE_TYPE]),
+            TEXT: record.text,
+            CONTENT_HASH: record.content_hash,
+            INGESTED_AT: int(record.ingested_at.timestamp() * 1000),
+        }
+        if layout.has_dense:
+            if record.vector is None:
+                raise IngestError(
+                    f"chunk {record.evidence_key!r} has no vector but the collection needs "
+                    f"{layout.dimension}-dim vectors"
+                )
+            if len(record.vector) != layout.dimension:
+                raise SchemaMismatch(
+                    f"chunk {record.evidence_key!r} has a {len(record.vector)}-dim vector; "
+                    f"collection {layout.name!r} holds {layout.dimension}-dim vectors"
+                )
+            row[DENSE] = [float(x) for x in record.vector]
+        return row
+
+    def upsert_chunks(self, records: Sequence[ChunkRecord]) -> int:
+        if not records:
+            return 0
+        layout = self._require()
+        client = self._client()
+        written = 0
+        for start in range(0, len(records), self._batch):
+            rows = [self._row(r, layout) for r in records[start : start + self._batch]]
+            self._call("upsert", client.upsert, self._collection.name, data=rows)
+            written += len(rows)
+        return written
+
+    def delete_chunks_except(self, doc_ids: Sequence[str], keep_keys: Sequence[str]) -> int:
+        if not doc_ids:
+            return 0
+        self._require()
+        client = self._client()
+        keep: dict[str, list[str]] = defaultdict(list)
+        for key in keep_keys:
+            keep[key.rsplit(_CHUNK_MARK, 1)[0]].append(key)
+        deleted = 0
+        unique = list(dict.fromkeys(doc_ids))
+        for start in range(0, len(unique), self._filter_batch):
+            docs = unique[start : start + self._filter_batch]
+            kept = [k for d in docs for k in keep.get(d, ())]
+            expression = all_of([in_list(DOC_ID, docs), not_in_list(PK, kept) if kept else None])
+            result = self._call(
+                "delete stale chunks", client.delete, self._collection.name, filter=expression
+            )
+            deleted += _deleted(result)
+        return deleted
+
+    def delete_documents(self, doc_ids: Sequence[str]) -> int:
+        if not doc_ids or self._layout() is None:
+            return 0
+        client = self._client()
+        unique = list(dict.fromkeys(doc_ids))
+        deleted = 0
+        for start in range(0, len(unique), self._filter_batch):
+            expression = in_list(DOC_ID, unique[start : start + self._filter_batch])
+            result = self._call(
+                "delete documents", client.delete, self._collection.name, filter=expression
+            )
+            deleted += _deleted(result)
+        return deleted
+
+
+__all__ = ["MilvusKnowledgeStore", "fit_bytes", "read_layout"]

@@ -1,0 +1,546 @@
+"""The ``IngestDocuments`` use case: documents in, identified chunks in the knowledge store.
+
+Read top to bottom, ``IngestDocuments.execute`` is the whole flow:
+
+    ensure the collection (embedder dimension) -> read what the store holds (doc_id ->
+    content hash) -> for each loaded document: unchanged (same hash) -> skip; otherwise
+    chunk -> batch -> embed in batches -> write in batches -> (sync) delete documents
+    that disappeared from the source -> report counts
+
+Identity: every chunk row carries ``doc_id`` and ``chunk_index`` (contiguous from 0)
+and its primary key is the evidence key ``docId#chunk-N`` (spec 004), so the lookup
+pipeline can dedup and cap on ids alone.
+
+Crash safety of a replacement: a document's rows are written in the order "chunks
+1..n-1, delete the document's stale rows, chunk 0 last". The content hash that decides
+"unchanged" is read from chunk 0, so a run that dies half-way leaves chunk 0 with the
+old hash (or none) and the next run rewrites the document; no stale chunk survives a
+completed write.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from lookup_knowledge.application.ports import Clock, Embedder
+from lookup_knowledge.domain.errors import EmbeddingError, IngestError, InvalidInputError
+from lookup_knowledge.domain.identity import chunk_key
+
+logger = logging.getLogger(__name__)
+
+#: Bumped when the way rows are derived from a document changes, so that every
+#: document is rewritten once by the next ingest.
+ROW_FORMAT_VERSION = 1
+MAX_DOC_ID_CHARS = 512
+
+# --------------------------------------------------------------------------- DTOs
+
+
+def validate_doc_id(doc_id: str) -> str:
+    """A usable, stable document id or ``InvalidInputError``."""
+    if not isinstance(doc_id, str) or not doc_id.strip():
+        raise InvalidInputError("doc_id must be a non-empty string")
+    if doc_id != doc_id.strip():
+        raise InvalidInputError(f"doc_id {doc_id!r} has leading or trailing whitespace")
+    if len(doc_id) > MAX_DOC_ID_CHARS:
+        raise InvalidInputError(f"doc_id is {len(doc_id)} characters; the limit is 512")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in doc_id):
+        raise InvalidInputError(f"doc_id {doc_id!r} contains control characters")
+    return doc_id
+
+
+@dataclass(frozen=True, slots=True)
+class SourceDocument:
+    """One document as a loader read it. ``text`` is the body without front matter."""
+
+    doc_id: str
+    text: str
+    source: str = ""
+    title: str = ""
+    category: str = ""
+    source_type: str = ""
+
+    def __post_init__(self) -> None:
+        validate_doc_id(self.doc_id)
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentLoadFailure:
+    """A document the source could not read; ingest reports it and goes on.
+
+    ``doc_id`` is set when the source knows which document it was, so that ``sync``
+    never deletes a document only because it could not be read this time.
+    """
+
+    source: str
+    reason: str
+    doc_id: str | None = None
+
+
+LoadedDocument = SourceDocument | DocumentLoadFailure
+
+
+class DocumentSource(ABC):
+    """Where documents come from (files, a folder, a host's own records)."""
+
+    @abstractmethod
+    def documents(self) -> Iterator[LoadedDocument]:
+        """Yield documents (or per-document failures); raise ``IngestError`` only when
+        the source as a whole cannot be read (a missing folder)."""
+
+    def estimated_count(self) -> int | None:
+        """How many documents ``documents`` will yield, when cheap to know (progress)."""
+        return None
+
+    @property
+    def scope(self) -> str:
+        """The doc_id prefix ``sync`` may delete within; "" means the whole collection."""
+        return ""
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    doc_id: str
+    chunk_index: int
+    text: str
+    title: str = ""
+    breadcrumb: str = ""
+
+    @property
+    def evidence_key(self) -> str:
+        return chunk_key(self.doc_id, self.chunk_index)
+
+
+class Chunker(ABC):
+    """Splits one document into chunks with contiguous indexes from 0."""
+
+    @property
+    @abstractmethod
+    def fingerprint(self) -> str:
+        """Identifies the chunking settings; a change re-chunks every document."""
+
+    @abstractmethod
+    def chunk(self, document: SourceDocument) -> list[Chunk]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRecord:
+    """One row of the knowledge store. ``vector`` is None for a sparse-only store."""
+
+    evidence_key: str
+    doc_id: str
+    chunk_index: int
+    text: str
+    category: str
+    source: str
+    title: str
+    breadcrumb: str
+    source_type: str
+    content_hash: str
+    ingested_at: datetime
+    vector: tuple[float, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.evidence_key != chunk_key(self.doc_id, self.chunk_index):
+            raise InvalidInputError(
+                f"evidence_key {self.evidence_key!r} does not match doc_id/chunk_index"
+            )
+
+
+class KnowledgeStorePort(ABC):
+    """The write side of the knowledge base. Raises ``IngestError`` (or
+    ``SchemaMismatch`` from ``ensure_collection``) only."""
+
+    @abstractmethod
+    def ensure_collection(self, dimension: int | None) -> None:
+        """Create the collection on first use; check an existing one matches.
+
+        ``dimension`` None means no dense vector (a sparse/BM25-only store).
+        """
+
+    @abstractmethod
+    def document_hashes(self, doc_ids: Sequence[str] | None = None) -> dict[str, str]:
+        """doc_id -> content hash (read from chunk 0) for the given or all documents."""
+
+    @abstractmethod
+    def upsert_chunks(self, records: Sequence[ChunkRecord]) -> int:
+        """Insert or replace rows by evidence key; returns rows written."""
+
+    @abstractmethod
+    def delete_chunks_except(self, doc_ids: Sequence[str], keep_keys: Sequence[str]) -> int:
+        """Delete the rows of ``doc_ids`` whose evidence key is not in ``keep_keys``."""
+
+    @abstractmethod
+    def delete_documents(self, doc_ids: Sequence[str]) -> int:
+        """Delete every row of the documents; returns rows deleted (best known)."""
+
+    @abstractmethod
+    def count(self) -> int:
+        """Rows in the collection (0 when it does not exist yet)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release resources."""
+
+
+# --------------------------------------------------------------------------- progress, report
+
+
+@dataclass(frozen=True, slots=True)
+class IngestProgress:
+    """One progress event. ``phase``: scan, write, sync or done."""
+
+    phase: str
+    documents_done: int
+    documents_total: int | None
+    chunks_written: int
+    current: str = ""
+
+
+ProgressCallback = Callable[[IngestProgress], None]
+
+
+@dataclass(frozen=True, slots=True)
+class IngestReport:
+    documents_seen: int
+    added: int
+    updated: int
+    unchanged: int
+    empty: int
+    deleted: int
+    chunks_written: int
+    chunks_deleted: int
+    failures: tuple[DocumentLoadFailure, ...] = ()
+    duration_ms: float = 0.0
+
+    @property
+    def wrote_nothing(self) -> bool:
+        return self.chunks_written == 0 and self.chunks_deleted == 0
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "documentsSeen": self.documents_seen,
+            "added": self.added,
+            "updated": self.updated,
+            "unchanged": self.unchanged,
+            "empty": self.empty,
+            "deleted": self.deleted,
+            "chunksWritten": self.chunks_written,
+            "chunksDeleted": self.chunks_deleted,
+            "failures": [
+                {"source": f.source, "docId": f.doc_id, "reason": f.reason} for f in self.failures
+            ],
+            "durationMs": round(self.duration_ms, 3),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class IngestSettings:
+    embed_batch_size: int = 64
+    write_batch_size: int = 512
+
+    def __post_init__(self) -> None:
+        if self.embed_batch_size < 1:
+            raise InvalidInputError("embed_batch_size must be >= 1")
+        if self.write_batch_size < 1:
+            raise InvalidInputError("write_batch_size must be >= 1")
+
+
+# --------------------------------------------------------------------------- use case
+
+
+def document_hash(document: SourceDocument, fingerprint: str) -> str:
+    """The content hash stored on every row of a document (chunk 0 is authoritative)."""
+    payload = json.dumps(
+        [
+            ROW_FORMAT_VERSION,
+            fingerprint,
+            document.doc_id,
+            document.text,
+            document.title,
+            document.category,
+            document.source,
+            document.source_type,
+        ],
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def embedding_input(chunk: Chunk) -> str:
+    """What is embedded for a chunk: its heading path (or title) for context, then text."""
+    prefix = chunk.breadcrumb or chunk.title
+    return f"{prefix}\n{chunk.text}" if prefix else chunk.text
+
+
+@dataclass
+class _Pending:
+    document: SourceDocument
+    chunks: list[Chunk]
+    content_hash: str
+    existed: bool
+
+
+@dataclass
+class _Tally:
+    seen: int = 0
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    empty: int = 0
+    deleted: int = 0
+    chunks_written: int = 0
+    chunks_deleted: int = 0
+    failures: list[DocumentLoadFailure] = field(default_factory=list)
+
+
+class IngestDocuments:
+    """The use case. One instance may run many times; it holds no per-run state."""
+
+    def __init__(
+        self,
+        *,
+        store: KnowledgeStorePort,
+        chunker: Chunker,
+        clock: Clock,
+        embedder: Embedder | None = None,
+        settings: IngestSettings | None = None,
+    ) -> None:
+        self._store = store
+        self._chunker = chunker
+        self._clock = clock
+        self._embedder = embedder
+        self._settings = settings or IngestSettings()
+
+    @property
+    def fingerprint(self) -> str:
+        """Chunker settings + embedder identity: a change rewrites every document."""
+        embedder = f"{self._embedder.name}/{self._embedder.dimension}" if self._embedder else "none"
+        return f"{self._chunker.fingerprint}|{embedder}"
+
+    def execute(
+        self,
+        source: DocumentSource,
+        *,
+        sync: bool = False,
+        progress: ProgressCallback | None = None,
+        allow_empty_sync: bool = False,
+    ) -> IngestReport:
+        """Ingest everything ``source`` yields.
+
+        ``sync`` also deletes documents (within ``source.scope``) that the store holds
+        but the source no longer yields. A sync run whose source yields no document at
+        all refuses to delete anything unless ``allow_empty_sync`` (a wrong path must
+        not empty the knowledge base).
+        """
+        t0 = self._clock.monotonic()
+        report = _Tally()
+        notify = progress or (lambda _event: None)
+        total = source.estimated_count()
+        dimension = self._embedder.dimension if self._embedder is not None else None
+        self._store.ensure_collection(dimension)
+        existing = self._store.document_hashes()
+        fingerprint = self.fingerprint
+        seen: set[str] = set()
+        failed_ids: set[str] = set()
+        pending: list[_Pending] = []
+        pending_chunks = 0
+
+        for loaded in source.documents():
+            if isinstance(loaded, DocumentLoadFailure):
+                report.failures.append(loaded)
+                if loaded.doc_id is not None:
+                    failed_ids.add(loaded.doc_id)
+                notify(
+                    IngestProgress(
+                        "scan",
+                        len(seen) + len(report.failures),
+                        total,
+                        report.chunks_written,
+                        loaded.source,
+                    )
+                )
+                continue
+            doc = loaded
+            if doc.doc_id in seen:
+                report.failures.append(
+                    DocumentLoadFailure(
+                        doc.source or doc.doc_id,
+                        f"duplicate doc_id {doc.doc_id!r} in this run; the first one was kept",
+                        None,
+                    )
+                )
+                continue
+            seen.add(doc.doc_id)
+            report.seen += 1
+            content_hash = document_hash(doc, fingerprint)
+            if existing.get(doc.doc_id) == content_hash:
+                report.unchanged += 1
+            else:
+                chunks = self._chunk(doc)
+                if not chunks:
+                    report.empty += 1
+                    if doc.doc_id in existing:
+                        report.chunks_deleted += self._store.delete_documents([doc.doc_id])
+                else:
+                    pending.append(_Pending(doc, chunks, content_hash, doc.doc_id in existing))
+                    pending_chunks += len(chunks)
+                    if pending_chunks >= self._settings.write_batch_size:
+                        self._flush(pending, report)
+                        pending, pending_chunks = [], 0
+                        notify(
+                            IngestProgress(
+                                "write",
+                                len(seen) + len(report.failures),
+                                total,
+                                report.chunks_written,
+                                doc.doc_id,
+                            )
+                        )
+            notify(
+                IngestProgress(
+                    "scan",
+                    len(seen) + len(report.failures),
+                    total,
+                    report.chunks_written,
+                    doc.doc_id,
+                )
+            )
+        if pending:
+            self._flush(pending, report)
+            notify(
+                IngestProgress(
+                    "write", len(seen) + len(report.failures), total, report.chunks_written
+                )
+            )
+
+        if sync:
+            self._sync(source.scope, existing, seen, failed_ids, report, allow_empty_sync)
+            notify(
+                IngestProgress(
+                    "sync", len(seen) + len(report.failures), total, report.chunks_written
+                )
+            )
+        duration_ms = (self._clock.monotonic() - t0) * 1000.0
+        notify(
+            IngestProgress("done", len(seen) + len(report.failures), total, report.chunks_written)
+        )
+        result = IngestReport(
+            documents_seen=report.seen,
+            added=report.added,
+            updated=report.updated,
+            unchanged=report.unchanged,
+            empty=report.empty,
+            deleted=report.deleted,
+            chunks_written=report.chunks_written,
+            chunks_deleted=report.chunks_deleted,
+            failures=tuple(report.failures),
+            duration_ms=duration_ms,
+        )
+        logger.info("ingest done", extra={"ingest_report": result.as_dict()})
+        return result
+
+    # ------------------------------------------------------------------ steps
+
+    def _chunk(self, doc: SourceDocument) -> list[Chunk]:
+        chunks = self._chunker.chunk(doc)
+        for expected, chunk in enumerate(chunks):
+            if chunk.doc_id != doc.doc_id or chunk.chunk_index != expected:
+                raise IngestError(
+                    f"chunker returned chunk {chunk.evidence_key!r} for document "
+                    f"{doc.doc_id!r} at position {expected}: chunk indexes must be "
+                    "contiguous from 0"
+                )
+        return chunks
+
+    def _embed(self, chunks: Sequence[Chunk]) -> list[tuple[float, ...] | None]:
+        if self._embedder is None:
+            return [None] * len(chunks)
+        dimension = self._embedder.dimension
+        vectors: list[tuple[float, ...] | None] = []
+        size = self._settings.embed_batch_size
+        for start in range(0, len(chunks), size):
+            batch = chunks[start : start + size]
+            embedded = self._embedder.embed_documents([embedding_input(c) for c in batch])
+            if len(embedded) != len(batch):
+                raise EmbeddingError(
+                    f"embedder {self._embedder.name} returned {len(embedded)} vectors "
+                    f"for {len(batch)} texts"
+                )
+            for vector in embedded:
+                if len(vector) != dimension:
+                    raise EmbeddingError(
+                        f"embedder {self._embedder.name} returned a {len(vector)}-dim "
+                        f"vector; it declares {dimension}"
+                    )
+                vectors.append(tuple(vector))
+        return vectors
+
+    def _flush(self, pending: list[_Pending], report: _Tally) -> None:
+        all_chunks = [c for p in pending for c in p.chunks]
+        vectors = iter(self._embed(all_chunks))
+        now = self._clock.now()
+        heads: list[ChunkRecord] = []
+        rest: list[ChunkRecord] = []
+        for item in pending:
+            doc = item.document
+            for chunk in item.chunks:
+                record = ChunkRecord(
+                    evidence_key=chunk.evidence_key,
+                    doc_id=doc.doc_id,
+                    chunk_index=chunk.chunk_index,
+                    text=chunk.text,
+                    category=doc.category,
+                    source=doc.source,
+                    title=chunk.title or doc.title,
+                    breadcrumb=chunk.breadcrumb,
+                    source_type=doc.source_type,
+                    content_hash=item.content_hash,
+                    ingested_at=now,
+                    vector=next(vectors),
+                )
+                (heads if chunk.chunk_index == 0 else rest).append(record)
+        written = 0
+        if rest:
+            written += self._store.upsert_chunks(rest)
+        keep = [c.evidence_key for p in pending for c in p.chunks]
+        report.chunks_deleted += self._store.delete_chunks_except(
+            [p.document.doc_id for p in pending], keep
+        )
+        written += self._store.upsert_chunks(heads)
+        report.chunks_written += written
+        for item in pending:
+            if item.existed:
+                report.updated += 1
+            else:
+                report.added += 1
+
+    def _sync(
+        self,
+        scope: str,
+        existing: dict[str, str],
+        seen: set[str],
+        failed_ids: set[str],
+        report: _Tally,
+        allow_empty: bool,
+    ) -> None:
+        vanished = sorted(
+            doc_id
+            for doc_id in existing
+            if doc_id.startswith(scope) and doc_id not in seen and doc_id not in failed_ids
+        )
+        if not vanished:
+            return
+        if not seen and not allow_empty:
+            raise IngestError(
+                f"sync found no documents in the source but {len(vanished)} in the store; "
+                "refusing to delete them all (check the path, or allow an empty sync)"
+            )
+        report.chunks_deleted += self._store.delete_documents(vanished)
+        report.deleted += len(vanished)
