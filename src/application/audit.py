@@ -19,7 +19,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from types import MappingProxyType
 
 from lookup_knowledge.application.ports import ToolInvocation, ToolInvocationRecorder
 from lookup_knowledge.domain.errors import AuditError, InvalidInputError
@@ -31,10 +30,8 @@ MAX_ID_CHARS = 255
 MAX_DOCUMENT_ID_CHARS = 1024
 MAX_PAGE_SIZE = 1000
 MAX_CITED_IDS = 1000
+MAX_INT = 2**31 - 1  # SQL INTEGER
 STATUSES = frozenset(s.value for s in InvocationStatus)
-
-_EMPTY: Mapping[str, object] = MappingProxyType({})
-
 
 # --------------------------------------------------------------------------- validation
 
@@ -75,8 +72,21 @@ def validate_invocation(invocation: ToolInvocation) -> None:
         fail("started_at must be a datetime")
     if not math.isfinite(invocation.duration_ms) or invocation.duration_ms < 0:
         fail("duration_ms must be a finite number >= 0")
+    for name in ("retrieve_k", "return_n", "candidate_count", "returned_count"):
+        if not _is_count(getattr(invocation, name)):
+            fail(f"{name} must be a whole number in 0..{MAX_INT}")
+    if not isinstance(invocation.quality_score, int | float) or not math.isfinite(
+        invocation.quality_score
+    ):
+        fail("quality_score must be a finite number")
     ranks: set[int] = set()
     for item in invocation.evidence:
+        if not _is_count(item.rank) or (
+            item.chunk_index is not None and not _is_count(item.chunk_index)
+        ):
+            fail(f"evidence rank and chunk_index must be whole numbers in 0..{MAX_INT}")
+        if not all(math.isfinite(s) for s in (item.score_before, item.score_after)):
+            fail("evidence scores must be finite numbers")
         if item.rank in ranks:
             fail(f"evidence rank {item.rank} appears twice")
         ranks.add(item.rank)
@@ -86,6 +96,10 @@ def validate_invocation(invocation: ToolInvocation) -> None:
             fail(f"evidence doc_id must have at most {MAX_DOCUMENT_ID_CHARS} characters")
         if len(item.category) > MAX_ID_CHARS:
             fail(f"evidence category must have at most {MAX_ID_CHARS} characters")
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_INT
 
 
 def _require_session(session_id: str) -> str:

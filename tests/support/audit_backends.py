@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from sqlalchemy import Engine, delete
 
 from lookup_knowledge.adapters.audit import (
@@ -22,7 +23,7 @@ from lookup_knowledge.application.ports import ToolInvocationRecorder
 from tests.fakes.audit import in_memory_audit
 from tests.support.postgres import isolated_schema
 
-BACKENDS = ("memory", "sqlite", "postgresql")
+BACKENDS = ("memory", "sqlite", pytest.param("postgresql", marks=pytest.mark.postgres))
 
 
 @dataclass

@@ -21,6 +21,8 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import URL, make_url
 
 ENV_VAR = "TEST_DATABASE_URL"
+POSTGRES = pytest.param("postgresql", marks=pytest.mark.postgres)
+"""Use in ``params=["sqlite", POSTGRES]`` so ``-m "not postgres"`` deselects it."""
 _state: dict[str, Any] = {}
 
 

@@ -17,12 +17,28 @@ def is_unavailable(error: BaseException) -> bool:
 
 
 def is_permanent(error: BaseException) -> bool:
-    """True for failures that the same record will hit again (bad data, constraint)."""
+    """True for failures that the same record will hit again (bad data, a constraint).
+
+    Everything else (connection loss, a locked or read-only database, a missing table
+    that a migration will add) is worth retrying later.
+    """
     if is_unavailable(error):
         return False
-    return isinstance(error, exc.DataError | exc.IntegrityError) or (
-        isinstance(error, exc.StatementError) and not isinstance(error, exc.DBAPIError)
-    )
+    if isinstance(error, exc.SQLAlchemyError):
+        return isinstance(error, exc.DataError | exc.IntegrityError) or (
+            isinstance(error, exc.StatementError) and not isinstance(error, exc.DBAPIError)
+        )
+    return isinstance(error, TypeError | ValueError | ArithmeticError | KeyError)
+
+
+SEQ_CONSTRAINT = "uq_tool_invocation_session_id_seq"
+_SQLITE_SEQ_MESSAGE = "tool_invocation.session_id, tool_invocation.seq"
+
+
+def is_seq_conflict(error: exc.IntegrityError) -> bool:
+    """A unique violation on (session_id, seq): another writer took that seq first."""
+    text = str(error.orig)
+    return SEQ_CONSTRAINT in text or _SQLITE_SEQ_MESSAGE in text
 
 
 def translate(error: exc.SQLAlchemyError, doing: str) -> AuditError:

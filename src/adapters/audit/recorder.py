@@ -36,7 +36,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from lookup_knowledge.adapters.audit.codec import clean_invocation
 from lookup_knowledge.adapters.audit.engine import SQLITE_BEGIN_OPTION
-from lookup_knowledge.adapters.audit.errors import is_permanent
+from lookup_knowledge.adapters.audit.errors import is_permanent, is_seq_conflict
 from lookup_knowledge.adapters.audit.models import invocation_evidence, tool_invocation
 from lookup_knowledge.adapters.audit.spool import Spool, SpoolEntry
 from lookup_knowledge.application.audit import validate_invocation
@@ -269,10 +269,10 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
         for attempt in range(1, self._max_seq_retries + 1):
             try:
                 return self._insert_once(invocation)
-            except IntegrityError:
+            except IntegrityError as error:
                 if self._exists(invocation_id):
                     return False  # a concurrent retry of the same record won
-                if attempt == self._max_seq_retries:
+                if not is_seq_conflict(error) or attempt == self._max_seq_retries:
                     raise
                 time.sleep(random.uniform(0.0, 0.002 * attempt))
         raise AssertionError("unreachable")  # pragma: no cover
