@@ -38,6 +38,7 @@ logger = logging.getLogger(__name__)
 #: document is rewritten once by the next ingest.
 ROW_FORMAT_VERSION = 1
 MAX_DOC_ID_CHARS = 512
+DOCUMENT_FORMATS = frozenset({"markdown", "text"})
 
 # --------------------------------------------------------------------------- DTOs
 
@@ -65,9 +66,14 @@ class SourceDocument:
     title: str = ""
     category: str = ""
     source_type: str = ""
+    format: str = "markdown"  # "markdown" (headings split sections) or "text"
 
     def __post_init__(self) -> None:
         validate_doc_id(self.doc_id)
+        if self.format not in DOCUMENT_FORMATS:
+            raise InvalidInputError(
+                f"document format {self.format!r} is not one of {sorted(DOCUMENT_FORMATS)}"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,10 +104,30 @@ class DocumentSource(ABC):
         """How many documents ``documents`` will yield, when cheap to know (progress)."""
         return None
 
-    @property
-    def scope(self) -> str:
-        """The doc_id prefix ``sync`` may delete within; "" means the whole collection."""
-        return ""
+    def in_scope(self, doc_id: str) -> bool:
+        """Whether ``sync`` may delete ``doc_id`` when this source no longer yields it.
+
+        The default is the whole collection; a source that covers part of it (one
+        sub-folder, some files) narrows it.
+        """
+        return True
+
+
+class StaticDocumentSource(DocumentSource):
+    """Documents a host already holds in memory (and tests)."""
+
+    def __init__(self, documents: Sequence[LoadedDocument], *, prefix: str = "") -> None:
+        self._documents = list(documents)
+        self._prefix = prefix
+
+    def documents(self) -> Iterator[LoadedDocument]:
+        yield from self._documents
+
+    def estimated_count(self) -> int:
+        return len(self._documents)
+
+    def in_scope(self, doc_id: str) -> bool:
+        return doc_id.startswith(self._prefix)
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,6 +292,7 @@ def document_hash(document: SourceDocument, fingerprint: str) -> str:
             document.category,
             document.source,
             document.source_type,
+            document.format,
         ],
         ensure_ascii=False,
         separators=(",", ":"),
@@ -334,7 +361,7 @@ class IngestDocuments:
     ) -> IngestReport:
         """Ingest everything ``source`` yields.
 
-        ``sync`` also deletes documents (within ``source.scope``) that the store holds
+        ``sync`` also deletes documents (those ``source.in_scope``) that the store holds
         but the source no longer yields. A sync run whose source yields no document at
         all refuses to delete anything unless ``allow_empty_sync`` (a wrong path must
         not empty the knowledge base).
@@ -421,7 +448,7 @@ class IngestDocuments:
             )
 
         if sync:
-            self._sync(source.scope, existing, seen, failed_ids, report, allow_empty_sync)
+            self._sync(source, existing, seen, failed_ids, report, allow_empty_sync)
             notify(
                 IngestProgress(
                     "sync", len(seen) + len(report.failures), total, report.chunks_written
@@ -523,7 +550,7 @@ class IngestDocuments:
 
     def _sync(
         self,
-        scope: str,
+        source: DocumentSource,
         existing: dict[str, str],
         seen: set[str],
         failed_ids: set[str],
@@ -533,7 +560,7 @@ class IngestDocuments:
         vanished = sorted(
             doc_id
             for doc_id in existing
-            if doc_id.startswith(scope) and doc_id not in seen and doc_id not in failed_ids
+            if doc_id not in seen and doc_id not in failed_ids and source.in_scope(doc_id)
         )
         if not vanished:
             return

@@ -1,0 +1,7 @@
+"""An in-memory knowledge base: the search port and the ingest store in one object."""
+
+from __future__ import annotations
+
+from lookup_knowledge.adapters.memory.knowledge import InMemoryKnowledgeBase, tokenize
+
+__all__ = ["InMemoryKnowledgeBase", "tokenize"]

@@ -1,0 +1,327 @@
+"""``InMemoryKnowledgeBase``: brute-force search over rows held in memory.
+
+A real adapter for small corpora, demos and tests (``search.backend=memory``), and
+the reference the search-port contract suite holds Milvus to. It follows Milvus'
+semantics where they show through the port:
+
+- DENSE: cosine similarity, best first (score kind ``cosine``);
+- SPARSE: Okapi BM25 (k1=1.2, b=0.75) over lower-cased word tokens; documents without
+  a query term are not hits (score kind ``bm25``, positive);
+- HYBRID: reciprocal rank fusion ``sum 1/(k + rank)`` of the dense and sparse lists
+  (score kind ``rrf``), or Milvus' ``WeightedRanker`` formula when weights are set;
+- grouping: at most ``group_size`` hits for each of the first ``top_k`` documents;
+- the category filter is an exact string comparison.
+
+Thread-safe; ``close()`` makes later calls fail with ``SearchUnavailable``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from lookup_knowledge.application.ingest import ChunkRecord, KnowledgeStorePort
+from lookup_knowledge.application.ports import (
+    KnowledgeSearchHit,
+    KnowledgeSearchPort,
+    KnowledgeSearchRequest,
+    SearchCapabilities,
+)
+from lookup_knowledge.domain.errors import (
+    IngestError,
+    InvalidInputError,
+    SchemaMismatch,
+    SearchUnavailable,
+    UnsupportedSearchMode,
+)
+from lookup_knowledge.domain.identity import extract_identity
+from lookup_knowledge.domain.model import SearchMode
+from lookup_knowledge.domain.relevance import ScoreKind
+
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+_ALL_MODES = frozenset(SearchMode)
+
+
+def tokenize(text: str) -> list[str]:
+    return [t.lower() for t in _TOKEN.findall(text)]
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    record: ChunkRecord
+    tokens: Counter[str]
+    length: int
+    norm: float
+
+
+def _cosine(a: Sequence[float], b: Sequence[float], norm_b: float) -> float:
+    norm_a = math.sqrt(sum(x * x for x in a))
+    if norm_a == 0.0 or norm_b == 0.0:
+        return 0.0
+    return sum(x * y for x, y in zip(a, b, strict=True)) / (norm_a * norm_b)
+
+
+class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStorePort):
+    def __init__(
+        self,
+        *,
+        rrf_k: int = 60,
+        hybrid_weights: tuple[float, float] | None = None,
+        modes: Iterable[SearchMode] | None = None,
+        grouping: bool = True,
+        bm25_k1: float = 1.2,
+        bm25_b: float = 0.75,
+    ) -> None:
+        if rrf_k < 0:
+            raise InvalidInputError("rrf_k must be >= 0")
+        if hybrid_weights is not None and (
+            len(hybrid_weights) != 2
+            or any(w < 0 for w in hybrid_weights)
+            or sum(hybrid_weights) <= 0
+        ):
+            raise InvalidInputError("hybrid_weights must be two non-negative numbers, not both 0")
+        self._rrf_k = rrf_k
+        self._weights = hybrid_weights
+        self._modes = frozenset(modes) if modes is not None else _ALL_MODES
+        self._grouping = grouping
+        self._k1 = bm25_k1
+        self._b = bm25_b
+        self._rows: dict[str, _Row] = {}
+        self._created = False
+        self._dimension: int | None = None
+        self._closed = False
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------ common
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SearchUnavailable("the in-memory knowledge base is closed")
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+
+    def _available_modes(self) -> frozenset[SearchMode]:
+        modes = set(self._modes)
+        if self._created and self._dimension is None:
+            modes -= {SearchMode.DENSE, SearchMode.HYBRID}
+        return frozenset(modes)
+
+    def capabilities(self) -> SearchCapabilities:
+        self._check_open()
+        return SearchCapabilities(
+            modes=self._available_modes(), grouping=self._grouping, server_version="memory"
+        )
+
+    # ------------------------------------------------------------------ store
+
+    def ensure_collection(self, dimension: int | None) -> None:
+        with self._lock:
+            self._check_open()
+            if not self._created:
+                self._created, self._dimension = True, dimension
+            elif dimension != self._dimension:
+                raise SchemaMismatch(
+                    f"the in-memory knowledge base holds {self._dimension}-dim vectors; the "
+                    f"embedder produces {dimension}: use one embedder for ingest and lookup"
+                )
+
+    def document_hashes(self, doc_ids: Sequence[str] | None = None) -> dict[str, str]:
+        with self._lock:
+            self._check_open()
+            wanted = set(doc_ids) if doc_ids is not None else None
+            return {
+                row.record.doc_id: row.record.content_hash
+                for row in self._rows.values()
+                if row.record.chunk_index == 0 and (wanted is None or row.record.doc_id in wanted)
+            }
+
+    def upsert_chunks(self, records: Sequence[ChunkRecord]) -> int:
+        with self._lock:
+            self._check_open()
+            if not self._created:
+                raise IngestError("the in-memory knowledge base has no collection yet")
+            rows: list[_Row] = []
+            for record in records:
+                if self._dimension is not None and (
+                    record.vector is None or len(record.vector) != self._dimension
+                ):
+                    raise SchemaMismatch(
+                        f"chunk {record.evidence_key!r} needs a {self._dimension}-dim vector"
+                    )
+                tokens = Counter(tokenize(record.text))
+                norm = math.sqrt(sum(x * x for x in record.vector)) if record.vector else 0.0
+                rows.append(_Row(record, tokens, sum(tokens.values()), norm))
+            for row in rows:
+                self._rows[row.record.evidence_key] = row
+            return len(rows)
+
+    def delete_chunks_except(self, doc_ids: Sequence[str], keep_keys: Sequence[str]) -> int:
+        with self._lock:
+            self._check_open()
+            docs, keep = set(doc_ids), set(keep_keys)
+            doomed = [k for k, r in self._rows.items() if r.record.doc_id in docs and k not in keep]
+            for key in doomed:
+                del self._rows[key]
+            return len(doomed)
+
+    def delete_documents(self, doc_ids: Sequence[str]) -> int:
+        return self.delete_chunks_except(doc_ids, ())
+
+    def count(self) -> int:
+        with self._lock:
+            self._check_open()
+            return len(self._rows)
+
+    def records(self) -> list[ChunkRecord]:
+        """Every row (tests and tools)."""
+        with self._lock:
+            return [r.record for r in self._rows.values()]
+
+    # ------------------------------------------------------------------ search
+
+    def search(self, request: KnowledgeSearchRequest) -> list[KnowledgeSearchHit]:
+        with self._lock:
+            self._check_open()
+            mode = request.mode
+            if mode not in self._available_modes():
+                raise UnsupportedSearchMode(
+                    f"{mode.value} search is not enabled on this in-memory knowledge base"
+                )
+            if request.group_size is not None and not self._grouping:
+                raise UnsupportedSearchMode("grouping is not enabled on this knowledge base")
+            rows = [
+                r
+                for r in self._rows.values()
+                if request.category_filter is None or r.record.category == request.category_filter
+            ]
+            if mode.needs_query_vector:
+                assert request.query_vector is not None
+                if self._dimension is not None and len(request.query_vector) != self._dimension:
+                    raise SchemaMismatch(
+                        f"the query vector has {len(request.query_vector)} dimensions; the "
+                        f"knowledge base holds {self._dimension}-dim vectors"
+                    )
+            per_list = request.top_k * (request.group_size or 1)
+            if mode is SearchMode.DENSE:
+                scored = self._dense(rows, request.query_vector or ())
+                kind = ScoreKind.COSINE
+            elif mode is SearchMode.SPARSE:
+                scored = self._bm25(rows, request.query_text)
+                kind = ScoreKind.BM25
+            else:
+                dense = self._dense(rows, request.query_vector or ())[:per_list]
+                sparse = self._bm25(rows, request.query_text)[:per_list]
+                scored = self._fuse(dense, sparse)
+                kind = ScoreKind.RRF if self._weights is None else ScoreKind.COSINE
+            selected = self._select(scored, request.top_k, request.group_size)
+            return [
+                self._hit(row, score, kind, rank, request.include_content)
+                for rank, (row, score) in enumerate(selected, 1)
+            ]
+
+    def _dense(self, rows: list[_Row], vector: Sequence[float]) -> list[tuple[_Row, float]]:
+        scored = [(r, _cosine(vector, r.record.vector, r.norm)) for r in rows if r.record.vector]
+        return sorted(scored, key=lambda p: (-p[1], p[0].record.evidence_key))
+
+    def _bm25(self, rows: list[_Row], text: str) -> list[tuple[_Row, float]]:
+        terms = set(tokenize(text))
+        if not terms or not self._rows:
+            return []
+        everything = list(self._rows.values())
+        n = len(everything)
+        avg = sum(r.length for r in everything) / n or 1.0
+        df = {t: sum(1 for r in everything if t in r.tokens) for t in terms}
+        scored: list[tuple[_Row, float]] = []
+        for row in rows:
+            score = 0.0
+            for term in terms:
+                tf = row.tokens.get(term, 0)
+                if tf == 0:
+                    continue
+                idf = math.log(1.0 + (n - df[term] + 0.5) / (df[term] + 0.5))
+                score += (
+                    idf
+                    * tf
+                    * (self._k1 + 1)
+                    / (tf + self._k1 * (1 - self._b + self._b * row.length / avg))
+                )
+            if score > 0.0:
+                scored.append((row, score))
+        return sorted(scored, key=lambda p: (-p[1], p[0].record.evidence_key))
+
+    def _fuse(
+        self, dense: list[tuple[_Row, float]], sparse: list[tuple[_Row, float]]
+    ) -> list[tuple[_Row, float]]:
+        fused: dict[str, float] = {}
+        rows: dict[str, _Row] = {}
+        for index, ranked in enumerate((dense, sparse)):
+            for rank, (row, score) in enumerate(ranked, 1):
+                key = row.record.evidence_key
+                rows[key] = row
+                if self._weights is None:
+                    contribution = 1.0 / (self._rrf_k + rank)
+                elif index == 0:  # Milvus WeightedRanker: COSINE -> (1 + s) / 2
+                    contribution = self._weights[0] * (1.0 + score) / 2.0
+                else:  # BM25 -> 2/pi * atan(s)
+                    contribution = self._weights[1] * 2.0 / math.pi * math.atan(score)
+                fused[key] = fused.get(key, 0.0) + contribution
+        return sorted(
+            ((rows[k], s) for k, s in fused.items()),
+            key=lambda p: (-p[1], p[0].record.evidence_key),
+        )
+
+    @staticmethod
+    def _select(
+        scored: list[tuple[_Row, float]], top_k: int, group_size: int | None
+    ) -> list[tuple[_Row, float]]:
+        if group_size is None:
+            return scored[:top_k]
+        per_doc: dict[str, int] = {}
+        kept: list[tuple[_Row, float]] = []
+        for row, score in scored:
+            doc = row.record.doc_id
+            if doc not in per_doc and len(per_doc) >= top_k:
+                continue
+            if per_doc.get(doc, 0) >= group_size:
+                continue
+            per_doc[doc] = per_doc.get(doc, 0) + 1
+            kept.append((row, score))
+        return kept
+
+    @staticmethod
+    def _hit(
+        row: _Row, score: float, kind: ScoreKind, rank: int, include_content: bool
+    ) -> KnowledgeSearchHit:
+        record = row.record
+        metadata: dict[str, object] = {
+            "doc_id": record.doc_id,
+            "chunk_index": record.chunk_index,
+            "category": record.category,
+            "source": record.source,
+            "title": record.title,
+            "breadcrumb": record.breadcrumb,
+            "source_type": record.source_type,
+        }
+        return KnowledgeSearchHit(
+            id=record.evidence_key,
+            score=score,
+            score_kind=kind,
+            identity=extract_identity(metadata, record.evidence_key, rank),
+            content=record.text if include_content else None,
+            metadata=metadata,
+        )
+
+    def fetch_content(self, evidence_keys: Sequence[str]) -> dict[str, str]:
+        with self._lock:
+            self._check_open()
+            return {
+                k: self._rows[k].record.text
+                for k in evidence_keys
+                if isinstance(k, str) and k in self._rows
+            }
