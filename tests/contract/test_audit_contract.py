@@ -23,6 +23,7 @@ from lookup_knowledge.application.audit import (
 )
 from lookup_knowledge.application.ports import RecordOutcome
 from lookup_knowledge.domain.errors import AuditError, InvalidInputError, NotFoundError
+from tests.fakes.audit import InMemoryRecorder
 from tests.support.audit_backends import (
     BACKENDS,
     AuditBackend,
@@ -500,3 +501,30 @@ def test_top_documents_ranks_by_returns_then_id(backend: AuditBackend) -> None:
     assert [d.document_id for d in everything] == ["a#chunk-0"]
     with pytest.raises(InvalidInputError):
         backend.queries.top_documents(window, limit=0)
+
+
+def test_verify_citations_is_honest_about_pending_records_in_the_fake() -> None:
+    """The fake's outage switch behaves like the SQL recorder's spool."""
+    b = memory_backend()
+    recorder = b.recorder
+    assert isinstance(recorder, InMemoryRecorder)
+    sid = session()
+    recorder.record(invocation(sid, documents=["a#chunk-0"]))
+    recorder.available = False
+    assert recorder.record(invocation(sid, documents=["b#chunk-0"])) is RecordOutcome.SPOOLED
+    use_case = VerifyCitations(b.queries, recorder, flush_timeout_s=0)
+
+    during = use_case.execute(sid, ["a#chunk-0", "b#chunk-0"])
+    assert during.valid_ids == ("a#chunk-0",)
+    assert during.unknown == ("b#chunk-0",)
+    assert during.pending_in_spool == 1
+    assert not during.conclusive
+
+    recorder.available = True
+    after = use_case.execute(sid, ["a#chunk-0", "b#chunk-0"])
+    assert after.valid_ids == ("a#chunk-0", "b#chunk-0")
+    assert after.conclusive
+    assert [i.seq for i in b.queries.list_invocations(InvocationFilter(session_id=sid)).items] == [
+        1,
+        2,
+    ]

@@ -284,20 +284,28 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
                 conn.execute(
                     select(func.pg_advisory_xact_lock(session_lock_key(invocation.session_id)))
                 )
-            if conn.execute(select(exists().where(T.c.id == uuid.UUID(invocation.id)))).scalar():
+            seq = self._next_seq(conn, invocation)
+            if seq is None:
                 return False
-            seq = self._next_seq(conn, invocation.session_id)
             conn.execute(insert(T), [invocation_row(invocation, seq)])
             rows = evidence_rows(invocation)
             if rows:
                 conn.execute(insert(E), rows)
         return True
 
-    def _next_seq(self, conn: Connection, session_id: str) -> int:
-        value = conn.execute(
-            select(func.coalesce(func.max(T.c.seq), 0) + 1).where(T.c.session_id == session_id)
-        ).scalar_one()
-        return int(value)
+    def _next_seq(self, conn: Connection, invocation: ToolInvocation) -> int | None:
+        """The session's next seq, or None when this invocation is already recorded.
+
+        One round trip; runs after the session lock, so it sees every committed writer.
+        """
+        present = exists().where(T.c.id == uuid.UUID(invocation.id))
+        next_seq = (
+            select(func.coalesce(func.max(T.c.seq), 0) + 1)
+            .where(T.c.session_id == invocation.session_id)
+            .scalar_subquery()
+        )
+        row = conn.execute(select(present, next_seq)).one()
+        return None if row[0] else int(row[1])
 
     def _exists(self, invocation_id: uuid.UUID) -> bool:
         try:

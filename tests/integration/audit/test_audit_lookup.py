@@ -187,3 +187,24 @@ def test_lookup_succeeds_while_the_audit_database_is_down(tmp_path: Path) -> Non
     assert recorder.failure_count() >= 1
     recorder.close()
     dead.dispose()
+
+
+def test_session_state_falls_back_to_memory_when_the_store_is_down() -> None:
+    dead = create_audit_engine(f"postgresql+psycopg://postgres@127.0.0.1:{closed_port()}/x")
+    state = AuditSessionState(SqlAuditQueries(dead))
+    sid = session()
+    state.add_retrieved_domains(sid, ["billing", "", "billing", "network"])
+    assert state.retrieved_domains(sid) == ("billing", "network")
+    dead.dispose()
+
+
+def test_session_state_merges_stored_and_new_domains(engine: Engine, tmp_path: Path) -> None:
+    sid = session()
+    lookup, recorder = make_lookup(engine, tmp_path / "spool")
+    lookup.execute("connect the vpn", session_id=sid)
+    recorder.close()
+    state = AuditSessionState(SqlAuditQueries(engine), max_sessions=1)
+    state.add_retrieved_domains(sid, ["billing"])
+    assert state.retrieved_domains(sid) == ("network", "billing")
+    state.retrieved_domains(session())  # evicts the first session (max_sessions=1)
+    assert state.retrieved_domains(sid) == ("network",)  # reloaded from the store

@@ -29,7 +29,7 @@ from lookup_knowledge.adapters.audit import (
 from lookup_knowledge.adapters.audit.models import invocation_evidence, tool_invocation
 from lookup_knowledge.adapters.audit.spool import Spool, decode, encode
 from lookup_knowledge.application.audit import InvocationFilter, VerifyCitations
-from lookup_knowledge.application.ports import RecordOutcome
+from lookup_knowledge.application.ports import RecordOutcome, ToolInvocation
 from lookup_knowledge.domain.errors import AuditError
 from tests.support.audit_data import invocation, session
 from tests.support.postgres import POSTGRES, isolated_schema
@@ -324,11 +324,12 @@ class StaleSeqRecorder(SqlToolInvocationRecorder):
 
     stale_reads = 1
 
-    def _next_seq(self, conn: Connection, session_id: str) -> int:
-        if self.stale_reads:
+    def _next_seq(self, conn: Connection, invocation: ToolInvocation) -> int | None:
+        seq = super()._next_seq(conn, invocation)
+        if self.stale_reads and seq is not None:
             self.stale_reads -= 1
             return 1
-        return super()._next_seq(conn, session_id)
+        return seq
 
 
 def test_a_seq_conflict_is_retried_not_spooled(db: Database, tmp_path: Path) -> None:

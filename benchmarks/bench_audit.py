@@ -1,0 +1,409 @@
+"""Audit store benchmark.
+
+(a) Write cost: ``SqlToolInvocationRecorder.record`` with 5 evidence rows per record, on
+    SQLite (a temp file, WAL, synchronous=FULL) and PostgreSQL; sequential (the cost a
+    lookup pays, "record before return") and with concurrent writers.
+(b) Read cost at scale: loads N invocations (default 1,000,000) with ~5 evidence rows
+    each into a dedicated PostgreSQL database (created and dropped here), then prints
+    ``EXPLAIN (ANALYZE, BUFFERS)`` of the citation-verification statement for one session
+    and the median/p95 latency of ``verify_citations`` (and of the ``VerifyCitations``
+    use case, which flushes the recorder first) over many calls.
+
+Usage:
+    BENCH_DATABASE_URL=postgresql+psycopg://postgres@127.0.0.1:5432/postgres \
+        python benchmarks/bench_audit.py [--invocations 1000000] [--verify-calls 200]
+
+The URL names any database on the server; the benchmark connects there to create and
+finally drop its own database (``--bench-db``, default ``lookup_bench``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import random
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.engine import URL, make_url
+
+from lookup_knowledge.adapters.audit import (
+    SqlAuditQueries,
+    SqlToolInvocationRecorder,
+    create_audit_engine,
+    upgrade_database,
+)
+from lookup_knowledge.adapters.audit.models import invocation_evidence, tool_invocation
+from lookup_knowledge.adapters.audit.queries import citation_sources_statement
+from lookup_knowledge.application.audit import VerifyCitations
+from lookup_knowledge.application.ids import uuid7
+from lookup_knowledge.application.ports import EvidenceRecord, RecordOutcome, ToolInvocation
+
+SESSION_LEN = 20  # invocations per generated session
+DOCUMENTS = 200_000
+EVIDENCE_PER = 5
+
+
+# --------------------------------------------------------------------------- records
+
+
+def make_record(session_id: str, n: int) -> ToolInvocation:
+    at = datetime.now(UTC)
+    docs = [f"doc-{(n * 31 + r * 17) % DOCUMENTS}#chunk-{r}" for r in range(1, EVIDENCE_PER + 1)]
+    return ToolInvocation(
+        id=str(uuid7(at)),
+        session_id=session_id,
+        query=f"benchmark query number {n} about refunds and invoices",
+        status="ok",
+        started_at=at,
+        duration_ms=12.5,
+        step_id=f"step-{n % 7}",
+        tool_call_id=f"call-{n}",
+        quality_score=0.7,
+        relevance_level="high",
+        retrieval_mode="dense",
+        filter_applied="billing",
+        retrieve_k=20,
+        return_n=5,
+        candidate_count=20,
+        returned_count=EVIDENCE_PER,
+        retrieval_details={
+            "version": 1,
+            "evidence": [
+                {"document_id": d, "rank": r, "source": "guide.md", "score": 0.8}
+                for r, d in enumerate(docs, 1)
+            ],
+            "contextPack": {"charBudget": 4000, "charsUsed": 2100, "included": docs[:3]},
+            "retrievalTrace": {
+                "mode": "dense",
+                "passes": [{"filter": "billing", "hits": 20, "usable": 12, "durationMs": 3.2}],
+                "counts": {"candidates": 20, "afterDedup": 15, "returned": 5},
+            },
+            "rerankTrace": [
+                {"document_id": d, "relevance": 0.8, "finalScore": 0.9, "rankAfter": r}
+                for r, d in enumerate(docs, 1)
+            ],
+        },
+        evidence=tuple(
+            EvidenceRecord(
+                rank=r,
+                document_id=d,
+                doc_id=d.split("#")[0],
+                chunk_index=r,
+                source="guide.md",
+                category="billing",
+                score_before=0.8,
+                score_after=0.9,
+                projected=True,
+                in_context_pack=r <= 3,
+                content_hash="0" * 64,
+            )
+            for r, d in enumerate(docs, 1)
+        ),
+    )
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, math.ceil(p / 100 * len(ordered)) - 1))]
+
+
+def bench_writes(label: str, engine: Engine, records: int, threads: int) -> None:
+    with tempfile.TemporaryDirectory() as spool:
+        recorder = SqlToolInvocationRecorder(engine, Path(spool))
+        session_id = f"write-bench-{uuid.uuid4().hex[:8]}"
+        latencies: list[float] = []
+        start = time.perf_counter()
+        for n in range(records):
+            record = make_record(session_id, n)
+            t0 = time.perf_counter()
+            outcome = recorder.record(record)
+            latencies.append((time.perf_counter() - t0) * 1000)
+            if outcome is not RecordOutcome.COMMITTED:
+                raise SystemExit(f"{label}: record {n} was {outcome}")
+        elapsed = time.perf_counter() - start
+        print(
+            f"  {label:<11} sequential: {records} records x {EVIDENCE_PER} evidence rows: "
+            f"{records / elapsed:,.0f} records/s; per record mean {statistics.fmean(latencies):.2f} ms, "
+            f"p50 {pct(latencies, 50):.2f} ms, p95 {pct(latencies, 95):.2f} ms"
+        )
+
+        per_thread = records // threads
+        barrier = threading.Barrier(threads)
+        errors: list[str] = []
+
+        def work(t: int) -> None:
+            sid = f"write-bench-{uuid.uuid4().hex[:8]}-{t}"
+            barrier.wait()
+            for n in range(per_thread):
+                if recorder.record(make_record(sid, n)) is not RecordOutcome.COMMITTED:
+                    errors.append(sid)
+
+        workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+        start = time.perf_counter()
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        elapsed = time.perf_counter() - start
+        total = per_thread * threads
+        print(
+            f"  {label:<11} {threads} threads: {total} records: {total / elapsed:,.0f} records/s"
+            f"{' (ERRORS: ' + str(len(errors)) + ')' if errors else ''}"
+        )
+        recorder.close()
+
+
+# --------------------------------------------------------------------------- bulk load
+
+LOAD_INVOCATIONS = """
+INSERT INTO tool_invocation (
+    id, session_id, seq, step_id, tool_call_id, tool_name, query, status, error_code,
+    error_message, quality_score, relevance_level, retrieval_mode, filter_applied,
+    fallback_reason, retrieve_k, return_n, candidate_count, returned_count, started_at,
+    duration_ms, trace_id, span_id, retrieval_details)
+SELECT
+    md5('inv' || g)::uuid,
+    'bench-' || (g / :session_len),
+    (g % :session_len) + 1,
+    'step-' || (g % 7),
+    'call-' || g,
+    'lookup_knowledge',
+    'benchmark query ' || g || ' about refunds, invoices and network access',
+    CASE WHEN g % 10 = 0 THEN 'no_evidence' WHEN g % 97 = 0 THEN 'error' ELSE 'ok' END,
+    CASE WHEN g % 97 = 0 AND g % 10 <> 0 THEN 'search_error' END,
+    NULL,
+    CASE WHEN g % 10 = 0 OR g % 97 = 0 THEN 0 ELSE 0.3 + (g % 70) / 100.0 END,
+    CASE WHEN g % 10 = 0 THEN 'none' ELSE 'high' END,
+    'dense',
+    CASE WHEN g % 3 = 0 THEN 'billing' END,
+    CASE WHEN g % 11 = 0 THEN 'filtered_pass_empty' END,
+    20, 5, 20,
+    CASE WHEN g % 10 = 0 OR g % 97 = 0 THEN 0 ELSE 5 END,
+    :base + g * interval '1 second',
+    5 + (g % 200) * 0.7,
+    md5('t' || g), substr(md5('s' || g), 1, 16),
+    jsonb_build_object(
+        'version', 1,
+        'evidence', jsonb_build_array(
+            jsonb_build_object('document_id', 'doc-' || ((g * 31 + 17) % :docs) || '#chunk-1',
+                               'rank', 1, 'score', 0.8),
+            jsonb_build_object('document_id', 'doc-' || ((g * 31 + 34) % :docs) || '#chunk-2',
+                               'rank', 2, 'score', 0.7)),
+        'retrievalTrace', jsonb_build_object('mode', 'dense', 'passes', 1, 'returned', 5),
+        'rerankTrace', jsonb_build_array())
+FROM generate_series(:lo, :hi) AS g
+"""
+
+LOAD_EVIDENCE = """
+INSERT INTO invocation_evidence (
+    invocation_id, rank, session_id, document_id, doc_id, chunk_index, source, category,
+    score_before, score_after, projected, in_context_pack, content_hash)
+SELECT
+    md5('inv' || g)::uuid,
+    r,
+    'bench-' || (g / :session_len),
+    'doc-' || ((g * 31 + r * 17) % :docs) || '#chunk-' || r,
+    'doc-' || ((g * 31 + r * 17) % :docs),
+    r,
+    'doc-' || ((g * 31 + r * 17) % :docs) || '.md',
+    CASE WHEN g % 2 = 0 THEN 'billing' ELSE 'network' END,
+    0.9 - r / 20.0, 0.95 - r / 20.0, true, r <= 3, md5('c' || g || '-' || r)
+FROM generate_series(:lo, :hi) AS g, generate_series(1, :per) AS r
+WHERE g % 10 <> 0 AND g % 97 <> 0
+"""
+
+
+def evidence_of(g: int) -> list[str]:
+    if g % 10 == 0 or g % 97 == 0:
+        return []
+    return [f"doc-{(g * 31 + r * 17) % DOCUMENTS}#chunk-{r}" for r in range(1, EVIDENCE_PER + 1)]
+
+
+def bulk_load(engine: Engine, invocations: int) -> None:
+    """generate_series INSERT ... SELECT in batches, with the secondary indexes dropped
+    and rebuilt (the same indexes the migration creates)."""
+    secondary = [*tool_invocation.indexes, *invocation_evidence.indexes]
+    with engine.begin() as conn:
+        for index in secondary:
+            index.drop(conn)
+    params = {
+        "session_len": SESSION_LEN,
+        "docs": DOCUMENTS,
+        "per": EVIDENCE_PER,
+        "base": datetime(2030, 1, 1, tzinfo=UTC),
+    }
+    batch = 100_000
+    t0 = time.perf_counter()
+    for lo in range(0, invocations, batch):
+        hi = min(invocations, lo + batch) - 1
+        with engine.begin() as conn:
+            conn.execute(text("SET LOCAL synchronous_commit = off"))
+            conn.execute(text(LOAD_INVOCATIONS), {**params, "lo": lo, "hi": hi})
+            conn.execute(text(LOAD_EVIDENCE), {**params, "lo": lo, "hi": hi})
+        done = hi + 1
+        rate = done / (time.perf_counter() - t0)
+        print(f"    loaded {done:>9,} invocations ({rate:,.0f}/s)", flush=True)
+    t1 = time.perf_counter()
+    with engine.begin() as conn:
+        conn.execute(text("SET LOCAL maintenance_work_mem = '512MB'"))
+        for index in secondary:
+            index.create(conn)
+    t2 = time.perf_counter()
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("VACUUM ANALYZE tool_invocation"))
+        conn.execute(text("VACUUM ANALYZE invocation_evidence"))
+        counts = conn.execute(
+            text(
+                "SELECT (SELECT count(*) FROM tool_invocation), "
+                "(SELECT count(*) FROM invocation_evidence), "
+                "pg_size_pretty(pg_total_relation_size('tool_invocation')), "
+                "pg_size_pretty(pg_total_relation_size('invocation_evidence'))"
+            )
+        ).one()
+    print(
+        f"  load: {t1 - t0:.1f} s rows, {t2 - t1:.1f} s indexes, "
+        f"{time.perf_counter() - t2:.1f} s vacuum/analyze"
+    )
+    print(
+        f"  tool_invocation: {counts[0]:,} rows ({counts[2]}); "
+        f"invocation_evidence: {counts[1]:,} rows ({counts[3]})"
+    )
+
+
+def cited_for(session_index: int, rng: random.Random) -> list[str]:
+    first = session_index * SESSION_LEN
+    returned = [d for g in range(first, first + SESSION_LEN) for d in evidence_of(g)]
+    real = rng.sample(returned, 3)
+    return [*real, f"made-up-{rng.randrange(10**9)}#chunk-0", f"doc-{DOCUMENTS + 5}#chunk-1"]
+
+
+def explain_citations(engine: Engine, session_index: int, cited: list[str]) -> None:
+    stmt = citation_sources_statement(f"bench-{session_index}", cited).compile(
+        dialect=engine.dialect, compile_kwargs={"render_postcompile": True}
+    )
+    with engine.connect() as conn:
+        plan = conn.exec_driver_sql(
+            "EXPLAIN (ANALYZE, BUFFERS) " + str(stmt), stmt.params
+        ).scalars()
+        print("\n  Citation verification statement (bound parameters):")
+        for line in str(stmt).splitlines():
+            print("    " + line)
+        print(f"  parameters: {dict(stmt.params)}")
+        print("\n  EXPLAIN (ANALYZE, BUFFERS):")
+        for line in plan:
+            print("    " + line)
+
+
+def bench_verify(engine: Engine, sessions: int, calls: int) -> None:
+    queries = SqlAuditQueries(engine)
+    rng = random.Random(7)
+    picks = [rng.randrange(sessions) for _ in range(calls)]
+    cited = [cited_for(s, rng) for s in picks]
+    for s, c in zip(picks[:20], cited[:20], strict=True):  # warm the pool and caches
+        queries.verify_citations(f"bench-{s}", c)
+    latencies: list[float] = []
+    for s, c in zip(picks, cited, strict=True):
+        t0 = time.perf_counter()
+        report = queries.verify_citations(f"bench-{s}", c)
+        latencies.append((time.perf_counter() - t0) * 1000)
+        if len(report.valid) != 3 or len(report.unknown) != 2:
+            raise SystemExit(f"unexpected verdict for bench-{s}: {report}")
+    print(
+        f"\n  verify_citations over {calls} calls (random sessions, 3 real + 2 unknown ids): "
+        f"median {statistics.median(latencies):.3f} ms, p95 {pct(latencies, 95):.3f} ms, "
+        f"max {max(latencies):.3f} ms"
+    )
+    with tempfile.TemporaryDirectory() as spool:
+        recorder = SqlToolInvocationRecorder(engine, Path(spool))
+        use_case = VerifyCitations(queries, recorder)
+        latencies = []
+        for s, c in zip(picks, cited, strict=True):
+            t0 = time.perf_counter()
+            report = use_case.execute(f"bench-{s}", c)
+            latencies.append((time.perf_counter() - t0) * 1000)
+        recorder.close()
+    print(
+        f"  VerifyCitations use case (flush + verify + pending): median "
+        f"{statistics.median(latencies):.3f} ms, p95 {pct(latencies, 95):.3f} ms"
+    )
+
+
+# --------------------------------------------------------------------------- main
+
+
+def server_url(raw: str | None) -> URL:
+    if not raw:
+        raise SystemExit("set BENCH_DATABASE_URL (or TEST_DATABASE_URL) or pass --url")
+    url = make_url(raw)
+    if url.drivername in ("postgresql", "postgres"):
+        url = url.set(drivername="postgresql+psycopg")
+    return url
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--url", default=os.environ.get("BENCH_DATABASE_URL") or os.environ.get("TEST_DATABASE_URL")
+    )
+    parser.add_argument("--bench-db", default="lookup_bench")
+    parser.add_argument("--invocations", type=int, default=1_000_000)
+    parser.add_argument("--write-records", type=int, default=2000)
+    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--verify-calls", type=int, default=200)
+    parser.add_argument("--keep", action="store_true", help="do not drop the bench database")
+    args = parser.parse_args(argv)
+    if not args.bench_db.replace("_", "").isalnum():
+        raise SystemExit("--bench-db must be letters, digits and underscores")
+
+    print(f"audit benchmark  python {sys.version.split()[0]}  cpus {os.cpu_count()}")
+    print("\n(a) write cost (SqlToolInvocationRecorder.record, committed before return)")
+    with tempfile.TemporaryDirectory() as tmp:
+        sqlite = create_audit_engine(f"sqlite:///{Path(tmp) / 'bench.db'}")
+        upgrade_database(sqlite)
+        bench_writes("SQLite", sqlite, args.write_records, args.threads)
+        sqlite.dispose()
+
+    server = server_url(args.url)
+    admin = create_engine(server, isolation_level="AUTOCOMMIT")
+    name = args.bench_db  # checked above: an identifier, never user text in SQL otherwise
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+        version = conn.execute(text("SHOW server_version")).scalar_one()
+    print(f"  PostgreSQL {version}, database {name}")
+    engine = create_audit_engine(server.set(database=name), pool_size=args.threads + 1)
+    try:
+        upgrade_database(engine)
+        bench_writes("PostgreSQL", engine, args.write_records, args.threads)
+        with engine.begin() as conn:  # the load starts from empty tables
+            conn.execute(text("TRUNCATE invocation_evidence, tool_invocation"))
+
+        print(f"\n(b) {args.invocations:,} invocations on PostgreSQL")
+        bulk_load(engine, args.invocations)
+        sessions = args.invocations // SESSION_LEN
+        rng = random.Random(1)
+        probe = rng.randrange(sessions)
+        explain_citations(engine, probe, cited_for(probe, rng))
+        bench_verify(engine, sessions, args.verify_calls)
+        print("\n  (a') write cost with the 1M-row tables in place:")
+        bench_writes("PostgreSQL", engine, min(args.write_records, 1000), args.threads)
+    finally:
+        engine.dispose()
+        if not args.keep:
+            with admin.connect() as conn:
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
