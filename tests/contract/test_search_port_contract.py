@@ -1,0 +1,492 @@
+"""One contract for ``KnowledgeSearchPort``, run against every search backend.
+
+Backends: the in-memory knowledge base, Milvus Lite (a fresh file per run), a Milvus
+server at ``TEST_MILVUS_URI`` when set, and the PyPI ``milvus`` server (2.3.x) started
+on 127.0.0.1 for this session when that package is installed (``.[milvus-server]``).
+The 2.3 server has no BM25 function and no hybrid search: there the sparse and hybrid
+tests check the clear "needs a newer Milvus" error instead, and grouping runs through
+the adapter's client-side fallback.
+
+The corpus is written through ``KnowledgeStorePort`` (the same rows on every backend)
+with a deterministic hashing embedder, so every backend answers the same questions.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lookup_knowledge.adapters.embedders import HashingEmbedder
+from lookup_knowledge.adapters.memory import InMemoryKnowledgeBase
+from lookup_knowledge.adapters.milvus import (
+    MilvusConnection,
+    MilvusKnowledgeSearch,
+    MilvusKnowledgeStore,
+)
+from lookup_knowledge.application.ingest import ChunkRecord, KnowledgeStorePort
+from lookup_knowledge.application.ports import (
+    KnowledgeSearchHit,
+    KnowledgeSearchPort,
+    KnowledgeSearchRequest,
+)
+from lookup_knowledge.domain.errors import (
+    InvalidInputError,
+    SchemaMismatch,
+    SearchBadRequest,
+    SearchUnavailable,
+    UnsupportedSearchMode,
+)
+from lookup_knowledge.domain.identity import chunk_key
+from lookup_knowledge.domain.model import SearchMode
+from lookup_knowledge.domain.relevance import ScoreKind
+
+DIM = 64
+EMBEDDER = HashingEmbedder(DIM)
+ALL_MODES = frozenset(SearchMode)
+EXPECTED_KIND = {
+    SearchMode.DENSE: ScoreKind.COSINE,
+    SearchMode.SPARSE: ScoreKind.BM25,
+    SearchMode.HYBRID: ScoreKind.RRF,
+}
+
+# ---------------------------------------------------------------------------- corpus
+
+KAFKA = "ops/kafka-lag.md"
+DISK = "ops/disk-full.md"
+INVOICES = "billing/invoices.md"
+
+DOCS: dict[str, tuple[str, str, list[str]]] = {
+    KAFKA: (
+        "ops",
+        "Kafka consumer lag",
+        [
+            "Kafka consumer lag grows when the consumer group cannot keep up with producers.",
+            "Diagnose kafka consumer lag with kafka-consumer-groups describe for the group.",
+            "Fix kafka consumer lag by scaling consumer instances and partitions.",
+            "After a kafka consumer restart, lag should shrink within minutes.",
+        ],
+    ),
+    DISK: (
+        "ops",
+        "Disk full",
+        [
+            "A full disk stops the database from writing its journal.",
+            "Free disk space by rotating logs and removing old snapshots.",
+        ],
+    ),
+    INVOICES: (
+        "billing",
+        "Invoices",
+        [
+            "Invoices are issued on the first day of each month.",
+            "Billing exports events through a kafka consumer into the ledger.",
+            "A credit note corrects an invoice that was issued with a wrong amount.",
+        ],
+    ),
+}
+
+#: Category values stored in the corpus that a naive expression would break on.
+HOSTILE_STORED = [
+    'quote"inside',
+    "back\\slash",
+    '" or 1==1 or "',
+    "' or ''='",
+    "é日本語🙂",
+    "tab\tinside",
+    "line\nbreak",
+    '\\"',
+    "trailing\\",
+    "x" * 300,
+]
+#: Filter values stored nowhere: they must match nothing (or be rejected), never widen.
+HOSTILE_ABSENT = [
+    'ops" or category != "',
+    "ops' or 1==1 or '",
+    'ops") or (1==1',
+    "ops\\",
+    '"',
+    "\\",
+    "",
+    " ops",
+    "OPS",
+    "z" * 10_000,
+    "ops\x00",
+    "ops\x1b[0m",
+]
+
+
+def hostile_doc(index: int) -> str:
+    return f"hostile/doc-{index}.md"
+
+
+def corpus_records() -> list[ChunkRecord]:
+    now = datetime(2025, 1, 1, tzinfo=UTC)
+    records: list[ChunkRecord] = []
+
+    def add(doc_id: str, category: str, title: str, texts: list[str]) -> None:
+        vectors = EMBEDDER.embed_documents(texts)
+        for index, (text, vector) in enumerate(zip(texts, vectors, strict=True)):
+            records.append(
+                ChunkRecord(
+                    evidence_key=chunk_key(doc_id, index),
+                    doc_id=doc_id,
+                    chunk_index=index,
+                    text=text,
+                    category=category,
+                    source=doc_id,
+                    title=title,
+                    breadcrumb=f"{title} > part {index}",
+                    source_type="runbook" if category == "ops" else "markdown",
+                    content_hash=f"hash-{doc_id}",
+                    ingested_at=now,
+                    vector=tuple(vector),
+                )
+            )
+
+    for doc_id, (category, title, texts) in DOCS.items():
+        add(doc_id, category, title, texts)
+    for index, category in enumerate(HOSTILE_STORED):
+        add(hostile_doc(index), category, f"Hostile {index}", [f"hostile marker {index} text"])
+    return records
+
+
+CORPUS = corpus_records()
+TEXT_BY_KEY = {r.evidence_key: r.text for r in CORPUS}
+
+# ---------------------------------------------------------------------------- backends
+
+
+@dataclass
+class Backend:
+    name: str
+    search: KnowledgeSearchPort
+    expected_modes: frozenset[SearchMode] | None  # None: trust capabilities()
+    make_broken: Callable[[], KnowledgeSearchPort]
+    driver_cause: bool  # a broken driver's exception is chained as __cause__
+    closers: list[Callable[[], None]] = field(default_factory=list)
+
+    def close(self) -> None:
+        for closer in reversed(self.closers):
+            closer()
+
+
+def _load(store: KnowledgeStorePort, records: list[ChunkRecord]) -> None:
+    store.ensure_collection(DIM)
+    store.upsert_chunks(records)
+
+
+def memory_backend() -> Backend:
+    kb = InMemoryKnowledgeBase()
+    _load(kb, CORPUS)
+
+    def broken() -> KnowledgeSearchPort:
+        other = InMemoryKnowledgeBase()
+        _load(other, CORPUS[:2])
+        other.close()
+        return other
+
+    return Backend("memory", kb, ALL_MODES, broken, driver_cause=False, closers=[kb.close])
+
+
+def milvus_backend(
+    name: str,
+    uri_factory: Callable[[], str],
+    expected_modes: frozenset[SearchMode] | None,
+) -> Backend:
+    collection = f"contract_{uuid.uuid4().hex[:12]}"
+    connection = MilvusConnection(uri_factory(), timeout_s=30.0)
+    store = MilvusKnowledgeStore(connection, collection=collection)
+    _load(store, CORPUS)
+    search = MilvusKnowledgeSearch(connection, collection=collection)
+    closers: list[Callable[[], None]] = [connection.close]  # run in reverse order
+    if not connection.is_lite:
+        closers.append(store.drop_collection)
+
+    def broken() -> KnowledgeSearchPort:
+        other_collection = f"broken_{uuid.uuid4().hex[:12]}"
+        other = MilvusConnection(uri_factory(), timeout_s=5.0)
+        other_store = MilvusKnowledgeStore(other, collection=other_collection)
+        _load(other_store, CORPUS[:2])
+        if not other.is_lite:
+            closers.append(lambda: _drop_quietly(connection, other_collection))
+        adapter = MilvusKnowledgeSearch(other, collection=other_collection)
+        adapter.search(dense_request("kafka", 1))  # works before the driver breaks
+        # Break the driver underneath the adapter: its gRPC channel goes away.
+        other.client().close()
+        closers.append(other.close)
+        return adapter
+
+    return Backend(name, search, expected_modes, broken, driver_cause=True, closers=closers)
+
+
+def _drop_quietly(connection: MilvusConnection, collection: str) -> None:
+    client = connection.client()
+    if client.has_collection(collection):
+        client.drop_collection(collection)
+
+
+@pytest.fixture(scope="session")
+def pypi_milvus_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The PyPI ``milvus`` server (2.3.x, no Docker) on free 127.0.0.1 ports."""
+    try:
+        import milvus
+    except ImportError:
+        pytest.skip(
+            "the PyPI milvus server package is not installed (pip install -e '.[milvus-server]')"
+        )
+    server: Any = milvus.MilvusServer(milvus.MilvusServerConfig())
+    server.set_base_dir(str(tmp_path_factory.mktemp("milvus-server")))
+    try:
+        server.start()
+    except (TimeoutError, RuntimeError) as error:
+        server.stop()
+        pytest.fail(f"the PyPI milvus server did not start: {error}")
+    try:
+        yield f"http://127.0.0.1:{server.listen_port}"
+    finally:
+        server.stop()
+
+
+BACKEND_NAMES = [
+    "memory",
+    "milvus-lite",
+    pytest.param("milvus-env", marks=pytest.mark.milvus_server),
+    pytest.param("milvus-pypi-2.3", marks=pytest.mark.milvus_server),
+]
+
+
+@pytest.fixture(scope="module", params=BACKEND_NAMES)
+def backend(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Backend]:
+    name = request.param
+    if name == "memory":
+        made = memory_backend()
+    elif name == "milvus-lite":
+        folder: Path = tmp_path_factory.mktemp("milvus-lite")
+        counter = iter(range(1000))
+        made = milvus_backend(name, lambda: str(folder / f"contract-{next(counter)}.db"), ALL_MODES)
+    elif name == "milvus-env":
+        uri = os.environ.get("TEST_MILVUS_URI")
+        if not uri:
+            pytest.skip("TEST_MILVUS_URI is not set")
+        made = milvus_backend(name, lambda: uri, None)
+    else:
+        uri = request.getfixturevalue("pypi_milvus_uri")
+        made = milvus_backend(name, lambda: uri, frozenset({SearchMode.DENSE}))
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def dense_request(text: str, top_k: int, **kwargs: Any) -> KnowledgeSearchRequest:
+    return KnowledgeSearchRequest(
+        query_text=text,
+        top_k=top_k,
+        mode=SearchMode.DENSE,
+        query_vector=tuple(EMBEDDER.embed_query(text)),
+        **kwargs,
+    )
+
+
+def request_for(mode: SearchMode, text: str, top_k: int, **kwargs: Any) -> KnowledgeSearchRequest:
+    return KnowledgeSearchRequest(
+        query_text=text,
+        top_k=top_k,
+        mode=mode,
+        query_vector=tuple(EMBEDDER.embed_query(text)) if mode.needs_query_vector else None,
+        **kwargs,
+    )
+
+
+def supported(backend: Backend, mode: SearchMode) -> bool:
+    return mode in backend.search.capabilities().modes
+
+
+def run(backend: Backend, request: KnowledgeSearchRequest) -> list[KnowledgeSearchHit]:
+    """Search, or - for a mode the backend lacks - prove the error is the clear one."""
+    if not supported(backend, request.mode):
+        with pytest.raises(UnsupportedSearchMode, match=r"2\.5|not enabled"):
+            backend.search.search(request)
+        pytest.skip(f"{request.mode.value} is unsupported on {backend.name} (error checked)")
+    return backend.search.search(request)
+
+
+def strength(hit: KnowledgeSearchHit) -> float:
+    return abs(hit.score) if hit.score_kind is ScoreKind.BM25 else hit.score
+
+
+# ---------------------------------------------------------------------------- tests
+
+
+def test_capabilities_are_what_the_backend_offers(backend: Backend) -> None:
+    caps = backend.search.capabilities()
+    assert SearchMode.DENSE in caps.modes
+    if backend.expected_modes is not None:
+        assert caps.modes == backend.expected_modes
+    assert caps.server_version
+
+
+@pytest.mark.parametrize("mode", list(SearchMode))
+def test_chunks_of_one_document_come_back_as_separate_hits(
+    backend: Backend, mode: SearchMode
+) -> None:
+    hits = run(backend, request_for(mode, "kafka consumer lag", 10))
+    kafka = [h for h in hits if h.identity.doc_id == KAFKA]
+    assert len(kafka) >= 2, [h.identity.evidence_key for h in hits]
+    keys = [h.identity.evidence_key for h in hits]
+    assert len(keys) == len(set(keys)), "evidence keys must be distinct"
+    for hit in hits:
+        assert hit.identity.chunk_index is not None
+        assert hit.identity.evidence_key == chunk_key(
+            hit.identity.doc_id or "", hit.identity.chunk_index
+        )
+        assert hit.id == hit.identity.evidence_key
+        assert hit.score_kind is EXPECTED_KIND[mode]
+    strengths = [strength(h) for h in hits]
+    assert strengths == sorted(strengths, reverse=True)
+
+
+@pytest.mark.parametrize("mode", list(SearchMode))
+def test_hits_carry_identity_and_light_metadata(backend: Backend, mode: SearchMode) -> None:
+    hits = run(backend, request_for(mode, "kafka consumer lag", 5))
+    assert hits
+    for hit in hits:
+        record = next(r for r in CORPUS if r.evidence_key == hit.identity.evidence_key)
+        meta = hit.metadata
+        assert meta["doc_id"] == record.doc_id
+        assert int(str(meta["chunk_index"])) == record.chunk_index
+        assert meta["category"] == record.category
+        assert meta["source"] == record.source
+        assert meta["title"] == record.title
+        assert meta["breadcrumb"] == record.breadcrumb
+        assert meta["source_type"] == record.source_type
+
+
+@pytest.mark.parametrize("mode", list(SearchMode))
+def test_category_filter_keeps_only_that_category(backend: Backend, mode: SearchMode) -> None:
+    unfiltered = run(backend, request_for(mode, "kafka consumer", 20))
+    assert {h.metadata["category"] for h in unfiltered} >= {"ops", "billing"}
+    ops = run(backend, request_for(mode, "kafka consumer", 20, category_filter="ops"))
+    assert ops
+    assert {h.metadata["category"] for h in ops} == {"ops"}
+    billing = run(backend, request_for(mode, "kafka consumer", 20, category_filter="billing"))
+    assert billing
+    assert {h.metadata["doc_id"] for h in billing} == {INVOICES}
+
+
+def test_top_k_bounds_the_hits(backend: Backend) -> None:
+    assert len(backend.search.search(dense_request("kafka consumer lag", 2))) == 2
+    assert len(backend.search.search(dense_request("kafka consumer lag", 1))) == 1
+
+
+@pytest.mark.parametrize("mode", list(SearchMode))
+def test_group_size_limits_chunks_per_document(backend: Backend, mode: SearchMode) -> None:
+    one = run(backend, request_for(mode, "kafka consumer lag", 3, group_size=1))
+    docs = [h.identity.doc_id for h in one]
+    assert len(docs) == len(set(docs)), docs
+    assert len(docs) <= 3
+
+    two = run(backend, request_for(mode, "kafka consumer lag", 3, group_size=2))
+    per_doc = Counter(h.identity.doc_id for h in two)
+    assert max(per_doc.values()) <= 2
+    assert per_doc[KAFKA] == 2, per_doc  # it has four matching chunks
+    assert len(per_doc) <= 3
+    # Without grouping, the same top-k is dominated by the one document.
+    plain = run(backend, request_for(mode, "kafka consumer lag", 4))
+    assert Counter(h.identity.doc_id for h in plain)[KAFKA] >= 3
+
+
+@pytest.mark.parametrize("mode", list(SearchMode))
+def test_include_content_false_then_fetch_content(backend: Backend, mode: SearchMode) -> None:
+    light = run(backend, request_for(mode, "kafka consumer lag", 5, include_content=False))
+    assert light
+    assert all(h.content is None for h in light)
+    keys = [h.identity.evidence_key for h in light]
+    fetched = backend.search.fetch_content([*keys, "missing/doc.md#chunk-0"])
+    assert fetched == {k: TEXT_BY_KEY[k] for k in keys}
+
+    full = run(backend, request_for(mode, "kafka consumer lag", 5))
+    assert [h.identity.evidence_key for h in full] == keys
+    assert all(h.content == TEXT_BY_KEY[h.identity.evidence_key] for h in full)
+
+
+def test_fetch_content_with_hostile_keys_returns_only_real_rows(backend: Backend) -> None:
+    hostile_keys = [
+        'x" or 1==1 or "',
+        "a\\",
+        '"',
+        "",
+        "line\nbreak#chunk-0",
+        "nul\x00#chunk-0",
+        "k" * 5000,
+        f"{KAFKA}#chunk-0",
+    ]
+    assert backend.search.fetch_content(hostile_keys) == {
+        f"{KAFKA}#chunk-0": TEXT_BY_KEY[f"{KAFKA}#chunk-0"]
+    }
+    assert backend.search.fetch_content([]) == {}
+
+
+@pytest.mark.parametrize("index", range(len(HOSTILE_STORED)))
+def test_hostile_filter_values_match_literally(backend: Backend, index: int) -> None:
+    value = HOSTILE_STORED[index]
+    hits = backend.search.search(dense_request("hostile marker text", 50, category_filter=value))
+    assert [h.identity.doc_id for h in hits] == [hostile_doc(index)]
+    assert hits[0].metadata["category"] == value
+
+
+@pytest.mark.parametrize("value", HOSTILE_ABSENT, ids=lambda v: repr(v)[:24])
+def test_hostile_filter_values_never_widen_the_search(backend: Backend, value: str) -> None:
+    try:
+        hits = backend.search.search(dense_request("kafka consumer lag", 50, category_filter=value))
+    except (InvalidInputError, SearchBadRequest):
+        return  # rejected: as good as matching nothing
+    assert hits == []
+
+
+def test_unknown_category_matches_nothing(backend: Backend) -> None:
+    assert backend.search.search(dense_request("kafka", 10, category_filter="nope")) == []
+
+
+def test_unsupported_modes_fail_with_a_clear_error(backend: Backend) -> None:
+    caps = backend.search.capabilities()
+    missing = [m for m in SearchMode if m not in caps.modes]
+    if backend.expected_modes is not None:
+        assert set(missing) == set(ALL_MODES - backend.expected_modes)
+    for mode in missing:
+        with pytest.raises(UnsupportedSearchMode, match=r"Milvus >= 2\.5") as info:
+            backend.search.search(request_for(mode, "kafka", 3))
+        assert "mode=dense" in str(info.value)
+
+
+def test_query_vector_of_the_wrong_dimension_is_a_schema_mismatch(backend: Backend) -> None:
+    request = KnowledgeSearchRequest(
+        query_text="kafka", top_k=3, mode=SearchMode.DENSE, query_vector=(0.1,) * (DIM + 1)
+    )
+    with pytest.raises(SchemaMismatch, match=str(DIM)):
+        backend.search.search(request)
+
+
+def test_a_broken_driver_surfaces_as_search_unavailable(backend: Backend) -> None:
+    broken = backend.make_broken()
+    with pytest.raises(SearchUnavailable) as info:
+        broken.search(dense_request("kafka", 3))
+    if backend.driver_cause:
+        cause = info.value.__cause__
+        assert cause is not None
+        assert type(cause).__module__.startswith(("pymilvus", "grpc"))
+    with pytest.raises(SearchUnavailable):
+        broken.fetch_content([f"{KAFKA}#chunk-0"])
