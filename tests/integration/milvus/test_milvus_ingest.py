@@ -1,0 +1,265 @@
+"""IngestDocuments over Milvus Lite: idempotence, replacement, sync, identity on rows."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lookup_knowledge.adapters.files import FileDocumentSource, MarkdownChunker
+from lookup_knowledge.adapters.milvus import MilvusKnowledgeSearch, MilvusKnowledgeStore
+from lookup_knowledge.adapters.runtime import SystemClock
+from lookup_knowledge.application.ingest import (
+    ChunkRecord,
+    IngestDocuments,
+    IngestProgress,
+    SourceDocument,
+)
+from lookup_knowledge.application.ports import KnowledgeSearchRequest
+from lookup_knowledge.domain.errors import IngestError, UnsupportedSearchMode
+from lookup_knowledge.domain.model import SearchMode
+
+from .conftest import long_markdown, write
+
+ROW_FIELDS = [
+    "evidence_key",
+    "doc_id",
+    "chunk_index",
+    "category",
+    "source",
+    "title",
+    "breadcrumb",
+    "source_type",
+    "text",
+    "content_hash",
+    "ingested_at",
+]
+
+
+def rows(store: MilvusKnowledgeStore, fields: Sequence[str] = ROW_FIELDS) -> list[dict[str, Any]]:
+    client = store._connection.client()
+    return list(
+        client.query(store.collection_name, filter="chunk_index >= 0", output_fields=list(fields))
+    )
+
+
+def keys_by_doc(store: MilvusKnowledgeStore) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = defaultdict(list)
+    for row in rows(store, ["evidence_key", "doc_id"]):
+        out[row["doc_id"]].append(row["evidence_key"])
+    return {k: sorted(v) for k, v in out.items()}
+
+
+@pytest.fixture
+def kb(tmp_path: Path) -> Path:
+    root = tmp_path / "kb"
+    write(root, "runbooks/kafka.md", long_markdown("Kafka lag", 5, "kafka consumer lag"))
+    write(
+        root,
+        "runbooks/disk.md",
+        "---\ntitle: Disk full\ntype: runbook\ncategory: storage\n---\n# Disk\n\nFree space.\n",
+    )
+    write(root, "faq/billing.md", long_markdown("Billing FAQ", 2, "invoice monthly"))
+    write(root, "notes.txt", "# not a heading in a text file\nplain words here\n")
+    return root
+
+
+def test_ingesting_the_same_folder_twice_writes_nothing_the_second_time(
+    ingest: IngestDocuments, store: MilvusKnowledgeStore, kb: Path
+) -> None:
+    first = ingest.execute(FileDocumentSource(kb), sync=True)
+    assert (first.documents_seen, first.added, first.updated, first.unchanged) == (4, 4, 0, 0)
+    assert first.chunks_written == store.count() > 4
+    before = {r["evidence_key"]: r["ingested_at"] for r in rows(store)}
+
+    second = ingest.execute(FileDocumentSource(kb), sync=True)
+    assert (second.documents_seen, second.added, second.updated, second.unchanged) == (4, 0, 0, 4)
+    assert (second.chunks_written, second.chunks_deleted, second.deleted) == (0, 0, 0)
+    assert second.wrote_nothing
+    assert {r["evidence_key"]: r["ingested_at"] for r in rows(store)} == before
+
+
+def test_a_changed_document_is_replaced_without_stale_chunks(
+    ingest: IngestDocuments, store: MilvusKnowledgeStore, kb: Path
+) -> None:
+    ingest.execute(FileDocumentSource(kb))
+    old_keys = keys_by_doc(store)["runbooks/kafka.md"]
+    assert len(old_keys) >= 5
+
+    write(kb, "runbooks/kafka.md", "# Kafka lag\n\nShort now: restart the consumer.\n")
+    report = ingest.execute(FileDocumentSource(kb))
+    assert (report.updated, report.unchanged, report.added) == (1, 3, 0)
+    assert report.chunks_written == 1
+    assert report.chunks_deleted == len(old_keys) - 1
+    assert keys_by_doc(store)["runbooks/kafka.md"] == ["runbooks/kafka.md#chunk-0"]
+    (row,) = [r for r in rows(store) if r["doc_id"] == "runbooks/kafka.md"]
+    assert "Short now" in row["text"]
+    assert store.document_hashes(["runbooks/kafka.md"])["runbooks/kafka.md"] == row["content_hash"]
+
+
+def test_sync_deletes_documents_that_disappeared_and_only_with_sync(
+    ingest: IngestDocuments, store: MilvusKnowledgeStore, kb: Path
+) -> None:
+    ingest.execute(FileDocumentSource(kb))
+    (kb / "faq" / "billing.md").unlink()
+
+    plain = ingest.execute(FileDocumentSource(kb))
+    assert plain.deleted == 0
+    assert "faq/billing.md" in keys_by_doc(store)
+
+    synced = ingest.execute(FileDocumentSource(kb), sync=True)
+    assert synced.deleted == 1
+    assert synced.chunks_deleted >= 2
+    assert "faq/billing.md" not in keys_by_doc(store)
+    assert set(keys_by_doc(store)) == {"runbooks/kafka.md", "runbooks/disk.md", "notes.txt"}
+
+
+def test_sync_of_a_subfolder_leaves_the_rest_alone(
+    ingest: IngestDocuments, store: MilvusKnowledgeStore, kb: Path
+) -> None:
+    ingest.execute(FileDocumentSource(kb))
+    (kb / "runbooks" / "disk.md").unlink()
+    report = ingest.execute(FileDocumentSource(kb / "runbooks", root=kb), sync=True)
+    assert (report.documents_seen, report.deleted) == (1, 1)
+    assert set(keys_by_doc(store)) == {"runbooks/kafka.md", "faq/billing.md", "notes.txt"}
+
+
+def test_sync_refuses_to_empty_the_store_from_an_empty_source(
+    ingest: IngestDocuments, store: MilvusKnowledgeStore, kb: Path, tmp_path: Path
+) -> None:
+    ingest.execute(FileDocumentSource(kb))
+    count = store.count()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(IngestError, match="refusing"):
+        ingest.execute(FileDocumentSource(empty), sync=True)
+    assert store.count() == count
+    report = ingest.execute(FileDocumentSource(empty), sync=True, allow_empty_sync=True)
+    assert report.deleted == 4
+    assert store.count() == 0
+
+
+def test_an_unreadable_file_is_reported_and_survives_sync(
+    ingest: IngestDocuments, store: MilvusKnowledgeStore, kb: Path
+) -> None:
+    ingest.execute(FileDocumentSource(kb))
+    (kb / "faq" / "billing.md").write_bytes(b"\xff\xfe not utf-8 \xc3\x28")
+    report = ingest.execute(FileDocumentSource(kb), sync=True)
+    assert [(f.doc_id, "UTF-8" in f.reason) for f in report.failures] == [("faq/billing.md", True)]
+    assert report.deleted == 0
+    assert "faq/billing.md" in keys_by_doc(store)
+
+
+def test_every_row_carries_the_identity_fields(
+    ingest: IngestDocuments, store: MilvusKnowledgeStore, kb: Path
+) -> None:
+    ingest.execute(FileDocumentSource(kb))
+    all_rows = rows(store, [*ROW_FIELDS, "dense_vector"])
+    assert all_rows
+    by_doc: dict[str, list[int]] = defaultdict(list)
+    for row in all_rows:
+        assert row["evidence_key"] == f"{row['doc_id']}#chunk-{row['chunk_index']}"
+        assert row["text"].strip()
+        assert row["title"] and row["source"] and row["source_type"]
+        assert len(row["content_hash"]) == 64
+        assert row["ingested_at"] > 1_600_000_000_000
+        assert len(row["dense_vector"]) == 64
+        by_doc[row["doc_id"]].append(row["chunk_index"])
+    for doc_id, indexes in by_doc.items():
+        assert sorted(indexes) == list(range(len(indexes))), doc_id
+    disk = next(r for r in all_rows if r["doc_id"] == "runbooks/disk.md")
+    assert (disk["category"], disk["title"], disk["source_type"]) == (
+        "storage",
+        "Disk full",
+        "runbook",
+    )
+    kafka = [r for r in all_rows if r["doc_id"] == "runbooks/kafka.md"]
+    assert {r["category"] for r in kafka} == {"runbooks"}
+    assert any(r["breadcrumb"] == "Kafka lag > Section 3" for r in kafka)
+    notes = next(r for r in all_rows if r["doc_id"] == "notes.txt")
+    assert (notes["category"], notes["source_type"], notes["breadcrumb"]) == ("", "text", "")
+
+
+def test_progress_is_reported_through_the_callback(ingest: IngestDocuments, kb: Path) -> None:
+    events: list[IngestProgress] = []
+    ingest.execute(FileDocumentSource(kb), sync=True, progress=events.append)
+    phases = [e.phase for e in events]
+    assert phases[-1] == "done"
+    assert {"scan", "write", "sync"} <= set(phases)
+    assert events[-1].documents_done == events[-1].documents_total == 4
+    assert events[-1].chunks_written > 0
+    done = [e.documents_done for e in events]
+    assert done == sorted(done)
+
+
+class _DiesOnSecondWrite(MilvusKnowledgeStore):
+    """A store whose process 'dies' on its second write, whatever that write holds."""
+
+    writes = 0
+
+    def upsert_chunks(self, records: Sequence[ChunkRecord]) -> int:
+        self.writes += 1
+        if self.writes == 2:
+            raise IngestError("simulated crash")
+        return super().upsert_chunks(records)
+
+
+def test_a_run_that_dies_mid_write_is_repaired_by_the_next_run(
+    connection: Any, collection: str, store: MilvusKnowledgeStore, kb: Path, embedder: Any
+) -> None:
+    chunker = MarkdownChunker(chunk_size=200, chunk_overlap=30)
+    good = IngestDocuments(store=store, chunker=chunker, clock=SystemClock(), embedder=embedder)
+    good.execute(FileDocumentSource(kb))
+    write(kb, "runbooks/kafka.md", long_markdown("Kafka lag", 2, "rewritten text"))
+    dying = IngestDocuments(
+        store=_DiesOnSecondWrite(connection, collection=collection),
+        chunker=chunker,
+        clock=SystemClock(),
+        embedder=embedder,
+    )
+    with pytest.raises(IngestError, match="simulated crash"):
+        dying.execute(FileDocumentSource(kb))
+    # The half-written document still reads as changed (chunk 0 holds the old hash).
+    repaired = good.execute(FileDocumentSource(kb))
+    assert repaired.updated == 1
+    kafka = {r["chunk_index"]: r for r in rows(store) if r["doc_id"] == "runbooks/kafka.md"}
+    (document,) = [
+        d
+        for d in FileDocumentSource(kb).documents()
+        if isinstance(d, SourceDocument) and d.doc_id == "runbooks/kafka.md"
+    ]
+    expected = chunker.chunk(document)
+    assert sorted(kafka) == [c.chunk_index for c in expected]
+    assert [kafka[c.chunk_index]["text"] for c in expected] == [c.text for c in expected]
+    assert len({r["content_hash"] for r in kafka.values()}) == 1
+
+
+def test_a_document_emptied_out_loses_its_rows(
+    ingest: IngestDocuments, store: MilvusKnowledgeStore, kb: Path
+) -> None:
+    ingest.execute(FileDocumentSource(kb))
+    write(kb, "runbooks/disk.md", "---\ntitle: Disk full\n---\n\n")
+    report = ingest.execute(FileDocumentSource(kb))
+    assert report.empty == 1
+    assert "runbooks/disk.md" not in keys_by_doc(store)
+
+
+def test_a_sparse_only_store_needs_no_embedder(
+    store: MilvusKnowledgeStore, search: MilvusKnowledgeSearch, kb: Path
+) -> None:
+    ingest = IngestDocuments(
+        store=store, chunker=MarkdownChunker(chunk_size=200, chunk_overlap=30), clock=SystemClock()
+    )
+    report = ingest.execute(FileDocumentSource(kb))
+    assert report.added == 4
+    assert search.capabilities().modes == frozenset({SearchMode.SPARSE})
+    hits = search.search(KnowledgeSearchRequest("kafka consumer lag", 3, SearchMode.SPARSE))
+    assert hits
+    assert hits[0].identity.doc_id == "runbooks/kafka.md"
+    with pytest.raises(UnsupportedSearchMode, match="without an embedder"):
+        search.search(
+            KnowledgeSearchRequest("kafka", 3, SearchMode.DENSE, query_vector=(0.1,) * 64)
+        )
