@@ -8,7 +8,6 @@ statement.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -376,8 +375,3 @@ class SqlAuditQueries(AuditQueries):
             p95_duration_ms=None if p95 is None else float(p95),
             top_documents=self.top_documents(time_range, top_n) if n else (),
         )
-
-
-def parse_id(value: str) -> uuid.UUID:
-    """Exposed for callers holding a raw id (the CLI): ``InvalidInputError`` if malformed."""
-    return parse_invocation_id(value)

@@ -156,7 +156,14 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
     # ------------------------------------------------------------------ port
 
     def record(self, invocation: ToolInvocation) -> RecordOutcome:
-        validate_invocation(invocation)
+        try:
+            validate_invocation(invocation)
+        except AuditError as error:
+            # No store can hold it; keep it in rejected.jsonl for a human, count, raise.
+            with self._lock:
+                self._failures += 1
+                self._spool.reject_record(invocation, str(error))
+            raise
         if self._closed:
             raise AuditError("the audit recorder is closed")
         clean = clean_invocation(invocation)

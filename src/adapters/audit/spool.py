@@ -218,6 +218,14 @@ class Spool:
             )
             logger.error("rejected audit spool line: %s", line.rstrip("\n"))
 
+    def reject_record(self, invocation: ToolInvocation, reason: str) -> None:
+        """Keep a record that failed validation (it is never replayed)."""
+        try:
+            line = encode(invocation)
+        except (TypeError, ValueError, AttributeError):
+            line = repr(invocation) + "\n"
+        self.reject(line, reason, "record")
+
     def compact(self) -> None:
         """Rewrite the own file to hold exactly the pending entries (atomic replace)."""
         with self._lock:

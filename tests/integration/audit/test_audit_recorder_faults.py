@@ -423,6 +423,20 @@ def test_nul_characters_and_non_finite_details_are_stored(db: Database, tmp_path
     recorder.close()
 
 
+def test_an_invalid_record_is_refused_but_kept(db: Database, tmp_path: Path) -> None:
+    spool = tmp_path / "spool"
+    recorder = recorder_for(db.engine, spool)
+    bad = invocation("x" * 300, documents=["a#chunk-0"])  # session id too long for any store
+    with pytest.raises(AuditError, match="session_id"):
+        recorder.record(bad)
+    assert recorder.failure_count() == 1
+    assert recorder.rejected_count() == 1
+    kept = json.loads((spool / "rejected.jsonl").read_text().splitlines()[0])
+    assert kept["source"] == "record"
+    assert bad.id in kept["line"]
+    recorder.close()
+
+
 def test_an_unwritable_spool_raises_audit_error(tmp_path: Path) -> None:
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("x")
