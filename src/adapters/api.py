@@ -1,0 +1,237 @@
+"""The Python API a backend embeds: ``create_app(...)`` -> ``LookupApp``.
+
+    from lookup_knowledge import create_app
+
+    with create_app() as app:                      # embedded defaults under ./.lookup-knowledge
+        app.ingest(["docs/"])
+        result = app.lookup("how do I fail over the database?", session_id="chat-42")
+        report = app.verify_citations("chat-42", ["database/failover.md#chunk-3"])
+
+``lookup`` is thread-safe; ``alookup`` runs it on a bounded worker pool so an asyncio host
+(FastAPI, agent frameworks) never blocks its event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from lookup_knowledge.adapters.config import Settings, load_settings
+from lookup_knowledge.adapters.container import Container
+from lookup_knowledge.adapters.files.loader import FileDocumentSource
+from lookup_knowledge.application.audit import AuditQueries, CitationReport
+from lookup_knowledge.application.ingest import IngestProgress, IngestReport
+from lookup_knowledge.application.lookup import LookupKnowledge, LookupOptions, LookupResult
+from lookup_knowledge.application.ports import ToolInvocationRecorder
+from lookup_knowledge.application.tool_schema import anthropic_tool_schema, openai_tool_schema
+from lookup_knowledge.domain.errors import InvalidInputError, LookupKnowledgeError
+from lookup_knowledge.domain.model import SearchMode
+
+
+class LookupApp:
+    """One configured lookup-knowledge instance. Close it (or use ``with``) when done."""
+
+    def __init__(self, container: Container, *, max_async_workers: int = 8) -> None:
+        self._container = container
+        self._settings: Settings = container.settings()
+        self._lock = threading.Lock()
+        self._lookup: LookupKnowledge | None = None
+        self._executor = ThreadPoolExecutor(
+            max_workers=max_async_workers, thread_name_prefix="lookup-knowledge"
+        )
+        self._closed = False
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def settings(self) -> Settings:
+        return self._settings
+
+    @property
+    def container(self) -> Container:
+        return self._container
+
+    @property
+    def audit(self) -> AuditQueries:
+        """Audit queries (sessions, evidence shown, quality summaries)."""
+        queries: AuditQueries = self._container.audit_queries()
+        return queries
+
+    @property
+    def recorder(self) -> ToolInvocationRecorder:
+        recorder: ToolInvocationRecorder = self._container.recorder()
+        return recorder
+
+    @staticmethod
+    def openai_tool() -> dict[str, Any]:
+        return openai_tool_schema()
+
+    @staticmethod
+    def anthropic_tool() -> dict[str, Any]:
+        return anthropic_tool_schema()
+
+    # ------------------------------------------------------------------ lookup
+
+    def _use_case(self) -> LookupKnowledge:
+        self._check_open()
+        if self._lookup is None:
+            with self._lock:
+                if self._lookup is None:
+                    self._lookup = self._container.lookup()
+        return self._lookup
+
+    def lookup_result(
+        self,
+        query: str,
+        *,
+        session_id: str,
+        step_id: str | None = None,
+        mode: SearchMode | str | None = None,
+        category: str | None = None,
+        tool_call_id: str | None = None,
+    ) -> LookupResult:
+        """The typed result (``.to_tool_json()`` is what the agent receives)."""
+        options = LookupOptions(
+            mode=_mode(mode), category=category or None, tool_call_id=tool_call_id
+        )
+        return self._use_case().execute(
+            query, session_id=session_id, step_id=step_id, options=options
+        )
+
+    def lookup(
+        self,
+        query: str,
+        *,
+        session_id: str,
+        step_id: str | None = None,
+        mode: SearchMode | str | None = None,
+        category: str | None = None,
+        tool_call_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Run ``lookup_knowledge(query)`` and return the tool JSON (a dict)."""
+        return self.lookup_result(
+            query,
+            session_id=session_id,
+            step_id=step_id,
+            mode=mode,
+            category=category,
+            tool_call_id=tool_call_id,
+        ).to_tool_json()
+
+    async def alookup(
+        self,
+        query: str,
+        *,
+        session_id: str,
+        step_id: str | None = None,
+        mode: SearchMode | str | None = None,
+        category: str | None = None,
+        tool_call_id: str | None = None,
+    ) -> dict[str, Any]:
+        """``lookup`` for asyncio hosts: runs on the app's worker pool, not the loop."""
+        self._check_open()
+        call = partial(
+            self.lookup,
+            query,
+            session_id=session_id,
+            step_id=step_id,
+            mode=mode,
+            category=category,
+            tool_call_id=tool_call_id,
+        )
+        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+
+    # ------------------------------------------------------------------ ingest, audit
+
+    def ingest(
+        self,
+        paths: Sequence[str | Path] | str | Path,
+        *,
+        category: str | None = None,
+        doc_id: str | None = None,
+        root: str | Path | None = None,
+        sync: bool = False,
+        progress: Callable[[IngestProgress], None] | None = None,
+    ) -> IngestReport:
+        """Ingest Markdown / text / HTML files and folders; idempotent per content hash."""
+        self._check_open()
+        source = FileDocumentSource(paths, root=root, category=category, doc_id=doc_id)
+        report: IngestReport = self._container.ingest().execute(
+            source, sync=sync, progress=progress
+        )
+        return report
+
+    def verify_citations(self, session_id: str, document_ids: Sequence[str]) -> CitationReport:
+        """EvidenceGuard: which cited document_ids were really returned in the session."""
+        self._check_open()
+        report: CitationReport = self._container.verify_citations().execute(
+            session_id, document_ids
+        )
+        return report
+
+    def flush(self, session_id: str | None = None, timeout_s: float = 10.0) -> bool:
+        """Wait until spooled audit records (of a session) are in the database."""
+        return self.recorder.flush(session_id, timeout_s)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LookupKnowledgeError("this LookupApp is closed")
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._executor.shutdown(wait=True)
+        self._container.shutdown_resources()
+
+    def __enter__(self) -> LookupApp:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _mode(mode: SearchMode | str | None) -> SearchMode | None:
+    if mode is None or isinstance(mode, SearchMode):
+        return mode
+    try:
+        return SearchMode(mode.lower())
+    except ValueError:
+        raise InvalidInputError(
+            f"unknown search mode {mode!r}; use one of: " + ", ".join(m.value for m in SearchMode)
+        ) from None
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    config_file: str | Path | None = None,
+    overrides: Mapping[str, object] | None = None,
+    container: Container | None = None,
+    max_async_workers: int = 8,
+) -> LookupApp:
+    """Build an app from settings (or load them: defaults < file < env < ``overrides``).
+
+    Pass ``container`` (with providers overridden) to swap adapters in tests or hosts.
+    """
+    if settings is None:
+        settings = load_settings(config_file=config_file, overrides=overrides).settings
+    if container is None:
+        container = Container(settings=settings)
+    else:
+        container.settings.override(settings)
+    container.init_resources()
+    return LookupApp(container, max_async_workers=max_async_workers)

@@ -1,0 +1,239 @@
+"""The composition root: the only module that knows every concrete adapter.
+
+Configuration goes in as a validated ``Settings``; ``Selector``s pick the search backend,
+the embedder and the recorder from it; ``Resource``s own what must be closed (the Milvus
+connection, the SQLAlchemy engine, the recorder and its spool); use cases are
+``Factory``s. Nothing is built at import time, and tests swap any provider with
+``container.<provider>.override(fake)``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+from dependency_injector import containers, providers
+from sqlalchemy.engine import Engine
+
+from lookup_knowledge.adapters.audit import (
+    AuditSessionState,
+    SqlAuditQueries,
+    SqlToolInvocationRecorder,
+    create_audit_engine,
+    upgrade_database,
+)
+from lookup_knowledge.adapters.config import Settings
+from lookup_knowledge.adapters.embedders import (
+    HashingEmbedder,
+    OnnxMiniLMEmbedder,
+    OpenAICompatibleEmbedder,
+)
+from lookup_knowledge.adapters.files.chunking import MarkdownChunker
+from lookup_knowledge.adapters.memory import InMemoryKnowledgeBase
+from lookup_knowledge.adapters.milvus import (
+    MilvusConnection,
+    MilvusKnowledgeSearch,
+    MilvusKnowledgeStore,
+)
+from lookup_knowledge.adapters.runtime import (
+    DisabledRecorder,
+    InMemorySessionState,
+    SystemClock,
+)
+from lookup_knowledge.adapters.telemetry import OpenTelemetryTelemetry
+from lookup_knowledge.application.audit import AuditQueries, VerifyCitations
+from lookup_knowledge.application.ingest import IngestDocuments, IngestSettings
+from lookup_knowledge.application.lookup import LookupKnowledge
+from lookup_knowledge.application.query_transformer import QueryTransformer
+from lookup_knowledge.domain.errors import ConfigurationError
+
+logger = logging.getLogger(__name__)
+
+# ------------------------------------------------------------------ builders
+
+
+def _milvus_connection(settings: Settings) -> Iterator[MilvusConnection]:
+    connection = MilvusConnection(
+        settings.milvus_uri,
+        token=settings.milvus_token,
+        db_name=settings.milvus.db_name,
+        timeout_s=settings.milvus.timeout_s,
+    )
+    try:
+        yield connection
+    finally:
+        connection.close()
+
+
+def _milvus_search(connection: MilvusConnection, settings: Settings) -> MilvusKnowledgeSearch:
+    return MilvusKnowledgeSearch(
+        connection,
+        collection=settings.milvus.collection,
+        rrf_k=settings.rag.hybrid.rrf_k,
+    )
+
+
+def _milvus_store(connection: MilvusConnection, settings: Settings) -> MilvusKnowledgeStore:
+    return MilvusKnowledgeStore(connection, collection=settings.milvus.collection)
+
+
+def _memory_knowledge(settings: Settings) -> InMemoryKnowledgeBase:
+    return InMemoryKnowledgeBase(rrf_k=settings.rag.hybrid.rrf_k)
+
+
+def _onnx_embedder(settings: Settings) -> OnnxMiniLMEmbedder:
+    return OnnxMiniLMEmbedder(batch_size=settings.embedder.batch_size)
+
+
+def _openai_embedder(settings: Settings) -> OpenAICompatibleEmbedder:
+    openai = settings.embedder.openai
+    return OpenAICompatibleEmbedder(
+        base_url=openai.base_url,
+        model=openai.model,
+        api_key=settings.openai_api_key,
+        dimension=openai.dimension,
+        request_dimensions=openai.dimension is not None,
+        batch_size=settings.embedder.batch_size,
+        timeout_s=openai.timeout_s,
+        max_retries=openai.max_retries,
+    )
+
+
+def _hashing_embedder(settings: Settings) -> HashingEmbedder:
+    return HashingEmbedder(dimension=settings.embedder.hashing.dimension)
+
+
+def _audit_engine(settings: Settings) -> Iterator[Engine]:
+    engine = create_audit_engine(settings.audit_database_url)
+    try:
+        if settings.audit.auto_migrate:
+            upgrade_database(engine)
+        yield engine
+    finally:
+        engine.dispose()
+
+
+def _sql_recorder(engine: Engine, settings: Settings) -> Iterator[SqlToolInvocationRecorder]:
+    recorder = SqlToolInvocationRecorder(engine, settings.audit_spool_dir)
+    try:
+        yield recorder
+    finally:
+        recorder.close()
+
+
+def _audit_disabled(*_: Any) -> AuditQueries:
+    raise ConfigurationError(
+        "audit.enabled", False, "the audit store is switched off; enable it to query audits"
+    )
+
+
+def _chunker(settings: Settings) -> MarkdownChunker:
+    return MarkdownChunker(
+        chunk_size=settings.ingest.chunk_size, chunk_overlap=settings.ingest.chunk_overlap
+    )
+
+
+def _ingest_settings(settings: Settings) -> IngestSettings:
+    return IngestSettings(
+        embed_batch_size=settings.embedder.batch_size,
+        write_batch_size=settings.ingest.batch_size,
+    )
+
+
+def _backend(settings: Settings) -> str:
+    return settings.search.backend.value
+
+
+def _embedder_provider(settings: Settings) -> str:
+    return settings.embedder.provider.value
+
+
+def _audit_mode(settings: Settings) -> str:
+    return "sql" if settings.audit.enabled else "off"
+
+
+def _embedder_choices(settings: providers.Provider[Settings]) -> dict[str, providers.Provider[Any]]:
+    # The provider names are the configuration values, which are not identifiers.
+    return {
+        "onnx-minilm": providers.Singleton(_onnx_embedder, settings),
+        "openai": providers.Singleton(_openai_embedder, settings),
+        "hashing": providers.Singleton(_hashing_embedder, settings),
+        "none": providers.Object(None),
+    }
+
+
+# ------------------------------------------------------------------ the container
+
+
+class Container(containers.DeclarativeContainer):
+    settings = providers.Dependency(instance_of=Settings)
+
+    clock = providers.Singleton(SystemClock)
+    telemetry = providers.Singleton(OpenTelemetryTelemetry)
+
+    embedder = providers.Selector(
+        providers.Callable(_embedder_provider, settings),
+        **_embedder_choices(settings),
+    )
+
+    milvus_connection = providers.Resource(_milvus_connection, settings)
+    memory_knowledge = providers.Singleton(_memory_knowledge, settings)
+
+    search = providers.Selector(
+        providers.Callable(_backend, settings),
+        milvus=providers.Singleton(_milvus_search, milvus_connection, settings),
+        memory=memory_knowledge,
+    )
+    store = providers.Selector(
+        providers.Callable(_backend, settings),
+        milvus=providers.Singleton(_milvus_store, milvus_connection, settings),
+        memory=memory_knowledge,
+    )
+
+    audit_engine = providers.Resource(_audit_engine, settings)
+    recorder = providers.Selector(
+        providers.Callable(_audit_mode, settings),
+        sql=providers.Resource(_sql_recorder, audit_engine, settings),
+        off=providers.Singleton(DisabledRecorder),
+    )
+    audit_queries = providers.Selector(
+        providers.Callable(_audit_mode, settings),
+        sql=providers.Singleton(SqlAuditQueries, audit_engine),
+        off=providers.Callable(_audit_disabled),
+    )
+    session_state = providers.Selector(
+        providers.Callable(_audit_mode, settings),
+        sql=providers.Singleton(AuditSessionState, audit_queries),
+        off=providers.Singleton(InMemorySessionState),
+    )
+
+    transformer = providers.Singleton(
+        QueryTransformer, providers.Callable(lambda s: s.domain_dictionary(), settings)
+    )
+
+    lookup = providers.Factory(
+        LookupKnowledge,
+        search=search,
+        transformer=transformer,
+        recorder=recorder,
+        session_state=session_state,
+        clock=clock,
+        embedder=embedder,
+        config=providers.Callable(lambda s: s.to_lookup_config(), settings),
+        telemetry=telemetry,
+    )
+    ingest = providers.Factory(
+        IngestDocuments,
+        store=store,
+        chunker=providers.Singleton(_chunker, settings),
+        clock=clock,
+        embedder=embedder,
+        settings=providers.Callable(_ingest_settings, settings),
+    )
+    verify_citations = providers.Factory(VerifyCitations, audit_queries, recorder)
+
+
+def build_container(settings: Settings) -> Container:
+    container = Container(settings=settings)
+    return container
