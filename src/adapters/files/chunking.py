@@ -7,7 +7,8 @@
 2. Each section longer than ``chunk_size`` characters is split by LangChain's
    ``RecursiveCharacterTextSplitter`` (paragraphs, then lines, sentences, words) with
    ``chunk_overlap`` characters of overlap; a section never shares a chunk with
-   another, so every chunk has exactly one breadcrumb.
+   another, so every chunk has exactly one breadcrumb. Heading lines left alone by a
+   split go in front of the next piece.
 3. Chunks get ``chunk_index`` 0, 1, 2, ... in document order.
 
 Plain-text documents (``format="text"``) skip step 1: a line starting with ``#`` in a
@@ -101,6 +102,26 @@ def split_sections(text: str, max_level: int = 6) -> list[Section]:
     return sections
 
 
+def _is_heading_only(piece: str) -> bool:
+    lines = [line for line in piece.splitlines() if line.strip()]
+    return bool(lines) and all(_HEADING.match(line) for line in lines)
+
+
+def _attach_heading_only_pieces(pieces: list[str]) -> list[str]:
+    """A split that left the section's heading lines alone (the body was one long
+    paragraph) puts them in front of the next piece instead of in a chunk of their
+    own; that chunk may exceed the size by the heading's length."""
+    out: list[str] = []
+    pending = ""
+    for piece in pieces:
+        if _is_heading_only(piece) and piece is not pieces[-1]:
+            pending = f"{pending}\n\n{piece}" if pending else piece
+            continue
+        out.append(f"{pending}\n\n{piece}" if pending else piece)
+        pending = ""
+    return out
+
+
 class MarkdownChunker(Chunker):
     def __init__(
         self, *, chunk_size: int = 1000, chunk_overlap: int = 150, max_heading_level: int = 6
@@ -140,9 +161,8 @@ class MarkdownChunker(Chunker):
                 if len(section.text) <= self._size
                 else self._splitter.split_text(section.text)
             )
+            pieces = _attach_heading_only_pieces([p for p in pieces if p.strip()])
             for piece in pieces:
-                if not piece.strip():
-                    continue
                 chunks.append(
                     Chunk(
                         doc_id=document.doc_id,

@@ -73,8 +73,6 @@ class _Converter(HTMLParser):
             return
         if self.pre_depth:
             self.parts.append(data)
-        elif self.heading is not None:
-            self.parts.append(" ".join(data.split()))
         else:
             self.parts.append(_SPACES.sub(" ", data.replace("\n", " ")))
 

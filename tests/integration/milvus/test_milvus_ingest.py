@@ -163,7 +163,9 @@ def test_every_row_carries_the_identity_fields(
     for row in all_rows:
         assert row["evidence_key"] == f"{row['doc_id']}#chunk-{row['chunk_index']}"
         assert row["text"].strip()
-        assert row["title"] and row["source"] and row["source_type"]
+        assert row["title"]
+        assert row["source"]
+        assert row["source_type"]
         assert len(row["content_hash"]) == 64
         assert row["ingested_at"] > 1_600_000_000_000
         assert len(row["dense_vector"]) == 64

@@ -74,8 +74,10 @@ def test_a_dimension_mismatch_says_what_to_do(store: MilvusKnowledgeStore) -> No
     with pytest.raises(SchemaMismatch) as info:
         store.ensure_collection(64)
     message = str(info.value)
-    assert "384-dim" in message and "64-dim" in message
-    assert "new name" in message and "drop the collection" in message
+    assert "384-dim" in message
+    assert "64-dim" in message
+    assert "new name" in message
+    assert "drop the collection" in message
 
 
 def test_a_foreign_collection_is_a_schema_mismatch(
@@ -174,7 +176,7 @@ def test_an_unreachable_server_is_search_unavailable_quickly() -> None:
     uri = f"http://127.0.0.1:{_closed_port()}"
     started = time.monotonic()
     search = MilvusKnowledgeSearch.open(uri, timeout_s=2.0)
-    with pytest.raises(SearchUnavailable, match="127.0.0.1") as info:
+    with pytest.raises(SearchUnavailable, match=r"127\.0\.0\.1") as info:
         search.search(dense(4))
     assert isinstance(info.value.__cause__, MilvusException)
     store = MilvusKnowledgeStore.open(uri, timeout_s=2.0)
@@ -198,7 +200,7 @@ def test_a_closed_connection_refuses_calls(lite_uri: str) -> None:
     ["", "   ", "relative/path/without-suffix", "/tmp/x.sqlite"],
 )
 def test_bad_uris_are_configuration_errors(uri: str) -> None:
-    with pytest.raises(ConfigurationError, match="milvus.uri"):
+    with pytest.raises(ConfigurationError, match=r"milvus\.uri"):
         MilvusConnection(uri)
 
 
@@ -206,7 +208,7 @@ def test_bad_uris_are_configuration_errors(uri: str) -> None:
 def test_bad_collection_names_are_configuration_errors(
     connection: MilvusConnection, name: str
 ) -> None:
-    with pytest.raises(ConfigurationError, match="milvus.collection"):
+    with pytest.raises(ConfigurationError, match=r"milvus\.collection"):
         MilvusKnowledgeSearch(connection, collection=name)
 
 

