@@ -648,7 +648,8 @@ def _mask(url: str) -> str:
 
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        # Without standalone mode click returns an Exit's code instead of raising it.
+        code = app(standalone_mode=False)
     except typer.Exit as done:
         raise SystemExit(done.exit_code) from None
     except typer.Abort:
@@ -656,6 +657,7 @@ def main() -> None:
         raise SystemExit(130) from None
     except Exception as error:  # noqa: BLE001 - the CLI boundary: one line, not a traceback
         raise SystemExit(_report(error)) from None
+    raise SystemExit(code if isinstance(code, int) else 0)
 
 
 def _report(error: BaseException) -> int:

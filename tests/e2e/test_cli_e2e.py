@@ -1,0 +1,197 @@
+"""The CLI as a user runs it: a real process, the default embedder, Milvus Lite, and the
+audit store on SQLite or PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.postgres import POSTGRES, isolated_schema
+
+CLI = str(Path(sys.executable).with_name("lookup-knowledge"))
+
+RUNBOOK = """---
+title: Database failover runbook
+type: runbook
+---
+# Database failover runbook
+
+## When to fail over
+
+Fail over when the primary pg-primary-01.db.example.internal has been unreachable for
+more than 90 seconds and replication lag on the standby is below 16 MB.
+
+## Steps
+
+### Promote the standby
+
+Run `patronictl failover --candidate pg-standby-02` and confirm the new leader.
+Announce the failover in the incident channel with ticket OPS-1423.
+
+### Repoint PgBouncer
+
+Update the PgBouncer host list and reload it with `RELOAD;` on the admin console.
+Connections drain within 30 seconds; watch for PG-53300 too many connections errors.
+
+## Afterwards
+
+Rebuild the old primary as a standby from a fresh base backup before closing OPS-1423.
+"""
+
+FAQ = """---
+title: Billing API FAQ
+type: faq
+---
+# Billing API FAQ
+
+## Why do I get ERR-429?
+
+ERR-429 means the client exceeded 100 requests per second per API key. Back off using the
+Retry-After header and retry with exponential backoff.
+
+## How long are invoices kept?
+
+Invoices are retained for seven years to satisfy tax law.
+"""
+
+
+def _write_docs(root: Path) -> Path:
+    docs = root / "docs"
+    (docs / "operations").mkdir(parents=True)
+    (docs / "product").mkdir()
+    (docs / "operations" / "failover.md").write_text(RUNBOOK, encoding="utf-8")
+    (docs / "product" / "billing-faq.md").write_text(FAQ, encoding="utf-8")
+    return docs
+
+
+@pytest.fixture(params=["sqlite", POSTGRES])
+def audit_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str | None]:
+    if request.param == "sqlite":
+        yield None  # the embedded default under the data directory
+        return
+    with isolated_schema("lk_e2e") as url:
+        yield url.render_as_string(hide_password=False)
+
+
+class User:
+    def __init__(self, data_dir: Path, audit_url: str | None) -> None:
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("LOOKUP_KNOWLEDGE_")}
+        self.env["LOOKUP_KNOWLEDGE_DATA_DIR"] = str(data_dir)
+        self.env["LOOKUP_KNOWLEDGE_EMBEDDER__OPENAI__API_KEY"] = "sk-e2e-secret-value"
+        # ingest chunks small enough that the runbook yields several chunks
+        self.env["LOOKUP_KNOWLEDGE_INGEST__CHUNK_SIZE"] = "300"
+        self.env["LOOKUP_KNOWLEDGE_INGEST__CHUNK_OVERLAP"] = "40"
+        if audit_url:
+            self.env["LOOKUP_KNOWLEDGE_AUDIT__DATABASE_URL"] = audit_url
+        self.cwd = data_dir.parent
+
+    def run(
+        self, *args: str, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [CLI, *args],
+            capture_output=True,
+            text=True,
+            env={**self.env, **(env or {})},
+            cwd=self.cwd,
+            timeout=300,
+            check=False,
+        )
+
+    def ok(self, *args: str) -> str:
+        done = self.run(*args)
+        assert done.returncode == 0, f"{args} failed: {done.stderr}"
+        return done.stdout
+
+
+def test_a_user_ingests_looks_up_and_verifies(tmp_path: Path, audit_url: str | None) -> None:
+    docs = _write_docs(tmp_path)
+    user = User(tmp_path / "data", audit_url)
+
+    first = json.loads(user.ok("ingest", str(docs), "--json"))
+    assert first["added"] == 2
+    assert first["chunksWritten"] >= 4
+    again = json.loads(user.ok("ingest", str(docs), "--json"))
+    assert again["unchanged"] == 2
+    assert again["chunksWritten"] == 0, "re-ingesting an unchanged folder writes nothing"
+
+    table = user.ok("ingest", str(docs))
+    assert "Ingest summary" in table
+
+    result = json.loads(
+        user.ok(
+            "lookup",
+            "how do I promote the standby during failover?",
+            "--json",
+            "--session",
+            "e2e",
+            "--step",
+            "s1",
+        )
+    )
+    assert result["found"] is True
+    ids = [b["document_id"] for b in result["evidenceBlocks"]]
+    assert ids, "evidence returned"
+    assert all("#chunk-" in i for i in ids)
+    assert len(ids) == len(set(ids))
+    assert result["evidenceBlocks"][0]["source"] == "operations/failover.md"
+    runbook_chunks = [i for i in ids if i.startswith("operations/failover.md#")]
+    assert 1 <= len(runbook_chunks) <= 2, "per-document cap of 2"
+
+    readable = user.ok("lookup", "ERR-429", "--session", "e2e", "--step", "s2")
+    assert "product/billing-faq.md" in readable
+    assert "invocation" in readable
+
+    valid = user.run("audit", "verify", "--session", "e2e", ids[0])
+    assert valid.returncode == 0, valid.stderr
+    assert "valid" in valid.stdout
+
+    mixed = user.run("audit", "verify", "--session", "e2e", ids[0], "made-up.md#chunk-0", "--json")
+    assert mixed.returncode == 1
+    verdict = json.loads(mixed.stdout)
+    assert [v["document_id"] for v in verdict["valid"]] == [ids[0]]
+    assert verdict["unknown"] == ["made-up.md#chunk-0"]
+    assert verdict["valid"][0]["step_id"] == "s1"
+
+    other_session = user.run("audit", "verify", "--session", "someone-else", ids[0])
+    assert other_session.returncode == 1, "evidence shown to one session is not valid in another"
+
+    listed = json.loads(user.ok("audit", "list", "--session", "e2e", "--json"))
+    assert [i["seq"] for i in listed["items"]] == [1, 2]
+    shown = json.loads(user.ok("audit", "show", listed["items"][0]["id"], "--json"))
+    assert [e["document_id"] for e in shown["evidence"]] == ids
+    stats = json.loads(user.ok("audit", "stats", "--json"))
+    assert stats["count"] == 2
+
+    config = user.ok("config", "show")
+    assert "rag.retrieve-k" in config
+    assert "env:LOOKUP_KNOWLEDGE_DATA_DIR" in config
+    assert "sk-e2e-secret-value" not in config
+    assert user.ok("db", "current").startswith("current:")
+
+
+def test_errors_are_one_line_without_traceback(tmp_path: Path) -> None:
+    user = User(tmp_path / "data", None)
+    bad_config = user.run("lookup", "anything", env={"LOOKUP_KNOWLEDGE_RAG__RETRIEVE_K": "0"})
+    assert bad_config.returncode == 2
+    assert "rag.retrieve-k" in bad_config.stderr
+    assert "Traceback" not in bad_config.stderr
+    assert len(bad_config.stderr.strip().splitlines()) == 1
+
+    missing = user.run("ingest", str(tmp_path / "does-not-exist"))
+    assert missing.returncode != 0
+    assert "Traceback" not in missing.stderr
+    assert "does-not-exist" in missing.stderr
+
+    unknown = user.run("audit", "show", "00000000-0000-7000-8000-000000000000")
+    assert unknown.returncode == 1
+    assert "Traceback" not in unknown.stderr
+
+    debug = user.run("--debug", "lookup", "x", env={"LOOKUP_KNOWLEDGE_RAG__RETRIEVE_K": "0"})
+    assert "Traceback" in debug.stderr
