@@ -1,0 +1,154 @@
+"""The Python API as a backend embeds it: real adapters (in-memory search, SQLite audit),
+concurrency, asyncio, and provider overrides with fakes."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from lookup_knowledge import create_app
+from lookup_knowledge.adapters.api import LookupApp
+from lookup_knowledge.adapters.config import load_settings
+from lookup_knowledge.adapters.container import Container
+from lookup_knowledge.application.audit import InvocationFilter
+from lookup_knowledge.application.ports import KnowledgeSearchHit, KnowledgeSearchRequest
+from lookup_knowledge.domain.errors import InvalidInputError, LookupKnowledgeError
+from tests.unit.fakes import FakeRecorder, FakeSearch, chunk
+
+
+def _docs(root: Path) -> Path:
+    folder = root / "kb"
+    (folder / "database").mkdir(parents=True)
+    (folder / "network").mkdir()
+    (folder / "database" / "pool.md").write_text(
+        "# Connection pool\n\n## PG-53300\n\nToo many connections: raise pool_size in "
+        "PgBouncer and check max_connections.\n\n## Replication\n\nReplication lag above 16 MB "
+        "pages the database on-call.\n",
+        encoding="utf-8",
+    )
+    (folder / "network" / "dns.md").write_text(
+        "# DNS\n\nInternal zones resolve through 10.20.0.53; TTL is 60 seconds.\n",
+        encoding="utf-8",
+    )
+    return folder
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> LookupApp:
+    lookup_app = create_app(
+        overrides={
+            "data-dir": str(tmp_path / "data"),
+            "search.backend": "memory",
+            "embedder.provider": "hashing",
+            "rag.min-relevance": 0.0,
+        }
+    )
+    folder = _docs(tmp_path)
+    lookup_app.ingest([folder], root=folder)
+    yield lookup_app
+    lookup_app.close()
+
+
+def test_lookup_then_verify(app: LookupApp) -> None:
+    result = app.lookup("PG-53300 too many connections", session_id="api", step_id="1")
+    assert result["found"]
+    ids = [b["document_id"] for b in result["evidenceBlocks"]]
+    assert ids[0].startswith("database/pool.md#chunk-")
+    report = app.verify_citations("api", [ids[0], "nope#chunk-1"])
+    assert report.valid_ids == (ids[0],)
+    assert report.unknown == ("nope#chunk-1",)
+    assert report.conclusive
+
+
+def test_concurrent_lookups_from_threads_are_all_recorded_gap_free(app: LookupApp) -> None:
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(
+            pool.map(
+                lambda i: app.lookup(f"dns question {i}", session_id="threads", step_id=str(i)),
+                range(24),
+            )
+        )
+    assert all(r["found"] for r in results)
+    page = app.audit.list_invocations(InvocationFilter(session_id="threads", limit=100))
+    assert sorted(i.seq for i in page.items) == list(range(1, 25))
+    assert {i.id for i in page.items} == {r["invocationId"] for r in results}
+
+
+def test_alookup_does_not_block_the_event_loop(tmp_path: Path) -> None:
+    release = threading.Event()
+
+    class BlockingSearch(FakeSearch):
+        def search(self, request: KnowledgeSearchRequest) -> list[KnowledgeSearchHit]:
+            # Only a running event loop can set this: a blocked loop would time out here.
+            assert release.wait(timeout=30), "the event loop was blocked"
+            return super().search(request)
+
+    settings = load_settings(
+        overrides={
+            "data-dir": str(tmp_path),
+            "embedder.provider": "hashing",
+            "audit.enabled": False,
+        }
+    ).settings
+    container = Container(settings=settings)
+    container.search.override(BlockingSearch([chunk("a", 0, 0.9)]))
+    lookup_app = create_app(settings, container=container)
+
+    async def main() -> tuple[dict[str, object], int]:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            for _ in range(5):
+                await asyncio.sleep(0)
+                ticks += 1
+            release.set()
+
+        result, _ = await asyncio.gather(lookup_app.alookup("q", session_id="s"), ticker())
+        return result, ticks
+
+    try:
+        result, ticks = asyncio.run(main())
+    finally:
+        lookup_app.close()
+    assert result["found"]
+    assert ticks == 5
+
+
+def test_providers_are_overridden_with_fakes(tmp_path: Path) -> None:
+    settings = load_settings(
+        overrides={"data-dir": str(tmp_path), "embedder.provider": "hashing"}
+    ).settings
+    container = Container(settings=settings)
+    fake_search = FakeSearch([chunk("doc", 0, 0.9), chunk("doc", 1, 0.8)])
+    fake_recorder = FakeRecorder()
+    container.search.override(fake_search)
+    container.recorder.override(fake_recorder)
+    with create_app(settings, container=container) as lookup_app:
+        result = lookup_app.lookup("anything", session_id="s", mode="dense")
+    assert [b["document_id"] for b in result["evidenceBlocks"]] == ["doc#chunk-0", "doc#chunk-1"]
+    assert fake_search.requests[0].top_k == 20
+    assert [r.id for r in fake_recorder.records] == [result["invocationId"]]
+
+
+def test_a_closed_app_refuses_work_and_close_is_idempotent(app: LookupApp) -> None:
+    app.close()
+    app.close()
+    with pytest.raises(LookupKnowledgeError, match="closed"):
+        app.lookup("q", session_id="s")
+
+
+def test_bad_mode_is_a_typed_error(app: LookupApp) -> None:
+    with pytest.raises(InvalidInputError, match="unknown search mode"):
+        app.lookup("q", session_id="s", mode="fuzzy")
+
+
+def test_tool_schemas_are_exported() -> None:
+    from lookup_knowledge import anthropic_tool_schema, openai_tool_schema
+
+    assert openai_tool_schema()["function"]["name"] == "lookup_knowledge"
+    assert anthropic_tool_schema()["name"] == "lookup_knowledge"
