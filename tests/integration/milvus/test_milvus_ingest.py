@@ -197,46 +197,69 @@ def test_progress_is_reported_through_the_callback(ingest: IngestDocuments, kb: 
     assert done == sorted(done)
 
 
-class _DiesOnSecondWrite(MilvusKnowledgeStore):
-    """A store whose process 'dies' on its second write, whatever that write holds."""
+class _DiesOnWrite(MilvusKnowledgeStore):
+    """A store whose process 'dies' on its n-th write (upsert or delete)."""
 
-    writes = 0
+    def __init__(self, *args: Any, die_at: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.die_at = die_at
+        self.writes = 0
+
+    def _tick(self) -> None:
+        self.writes += 1
+        if self.writes == self.die_at:
+            raise IngestError("simulated crash")
 
     def upsert_chunks(self, records: Sequence[ChunkRecord]) -> int:
-        self.writes += 1
-        if self.writes == 2:
-            raise IngestError("simulated crash")
+        self._tick()
         return super().upsert_chunks(records)
 
+    def delete_chunks_except(self, doc_ids: Sequence[str], keep_keys: Sequence[str]) -> int:
+        self._tick()
+        return super().delete_chunks_except(doc_ids, keep_keys)
 
+
+@pytest.mark.parametrize("die_at", [1, 2, 3, 4])
 def test_a_run_that_dies_mid_write_is_repaired_by_the_next_run(
-    connection: Any, collection: str, store: MilvusKnowledgeStore, kb: Path, embedder: Any
+    connection: Any,
+    collection: str,
+    store: MilvusKnowledgeStore,
+    kb: Path,
+    embedder: Any,
+    die_at: int,
 ) -> None:
     chunker = MarkdownChunker(chunk_size=200, chunk_overlap=30)
     good = IngestDocuments(store=store, chunker=chunker, clock=SystemClock(), embedder=embedder)
     good.execute(FileDocumentSource(kb))
+    # One changed and one new document, both several chunks long: the run writes
+    # pending head of the new one, the other chunks, the stale delete, the heads.
     write(kb, "runbooks/kafka.md", long_markdown("Kafka lag", 2, "rewritten text"))
+    write(kb, "runbooks/new.md", long_markdown("New runbook", 3, "brand new"))
     dying = IngestDocuments(
-        store=_DiesOnSecondWrite(connection, collection=collection),
+        store=_DiesOnWrite(connection, collection=collection, die_at=die_at),
         chunker=chunker,
         clock=SystemClock(),
         embedder=embedder,
     )
     with pytest.raises(IngestError, match="simulated crash"):
         dying.execute(FileDocumentSource(kb))
-    # The half-written document still reads as changed (chunk 0 holds the old hash).
+    # Both change again (shorter) before the next run: leftovers would now be stale.
+    write(kb, "runbooks/kafka.md", long_markdown("Kafka lag", 1, "short again"))
+    write(kb, "runbooks/new.md", long_markdown("New runbook", 1, "short new"))
+
     repaired = good.execute(FileDocumentSource(kb))
-    assert repaired.updated == 1
-    kafka = {r["chunk_index"]: r for r in rows(store) if r["doc_id"] == "runbooks/kafka.md"}
-    (document,) = [
-        d
-        for d in FileDocumentSource(kb).documents()
-        if isinstance(d, SourceDocument) and d.doc_id == "runbooks/kafka.md"
-    ]
-    expected = chunker.chunk(document)
-    assert sorted(kafka) == [c.chunk_index for c in expected]
-    assert [kafka[c.chunk_index]["text"] for c in expected] == [c.text for c in expected]
-    assert len({r["content_hash"] for r in kafka.values()}) == 1
+    assert repaired.added + repaired.updated == 2
+    assert repaired.unchanged == 3
+    loaded = {
+        d.doc_id: d for d in FileDocumentSource(kb).documents() if isinstance(d, SourceDocument)
+    }
+    for doc_id in ("runbooks/kafka.md", "runbooks/new.md"):
+        stored = {r["chunk_index"]: r for r in rows(store) if r["doc_id"] == doc_id}
+        expected = chunker.chunk(loaded[doc_id])
+        assert sorted(stored) == [c.chunk_index for c in expected], doc_id
+        assert [stored[c.chunk_index]["text"] for c in expected] == [c.text for c in expected]
+        assert len({r["content_hash"] for r in stored.values()}) == 1
+    assert good.execute(FileDocumentSource(kb)).wrote_nothing
 
 
 def test_a_document_emptied_out_loses_its_rows(
