@@ -134,6 +134,11 @@ def main() -> int:
     parser.add_argument("--mode", choices=[m.value for m in SearchMode], default="dense")
     parser.add_argument("--grouping", action="store_true", help="engine-side grouping by doc")
     parser.add_argument("--rebuild", action="store_true")
+    parser.add_argument(
+        "--consistency",
+        default="Bounded",
+        help="read consistency of the lookups (Strong waits for a server's time tick)",
+    )
     args = parser.parse_args()
 
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -166,7 +171,9 @@ def main() -> int:
         table[text] = unit(cents[d] + rng.standard_normal(DIM).astype(np.float32) * 0.05).tolist()
         queries.append(text)
 
-    search = MilvusKnowledgeSearch(connection, collection=collection)
+    search = MilvusKnowledgeSearch(
+        connection, collection=collection, consistency_level=args.consistency
+    )
     mode = SearchMode(args.mode)
 
     def use_case(late: bool) -> LookupKnowledge:
@@ -216,7 +223,7 @@ def main() -> int:
 
     print(
         f"\nLookupKnowledge over {args.rows} chunks, Milvus {connection.capabilities().version}, "
-        f"mode={mode.value}, retrieve_k=20, return_n=5, cap=2, grouping={args.grouping}, "
+        f"consistency={args.consistency}, mode={mode.value}, retrieve_k=20, return_n=5, cap=2, grouping={args.grouping}, "
         f"{args.queries} queries (+{args.warmup} warm-up), query embedding excluded"
     )
     print(

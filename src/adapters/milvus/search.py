@@ -70,6 +70,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
         hybrid_candidates: int | None = None,
         client_grouping_oversample: int = 4,
         fetch_batch_size: int = 256,
+        consistency_level: str | None = None,
         owns_connection: bool = False,
     ) -> None:
         if rrf_k < 0:
@@ -92,6 +93,11 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
         self._oversample = client_grouping_oversample
         self._fetch_batch = fetch_batch_size
         self._owns_connection = owns_connection
+        # None: the collection's level (Bounded as created by MilvusKnowledgeStore).
+        # "Strong" makes a server wait for its time tick on every read (~0.2-0.4 s).
+        self._read: dict[str, Any] = (
+            {"consistency_level": consistency_level} if consistency_level else {}
+        )
 
     @classmethod
     def open(
@@ -237,6 +243,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
                     output_fields=output_fields,
                     search_params={"metric_type": "COSINE"},
                     timeout=timeout,
+                    **self._read,
                     **grouping,
                 )
             elif mode is SearchMode.SPARSE:
@@ -249,6 +256,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
                     output_fields=output_fields,
                     search_params={"metric_type": "BM25"},
                     timeout=timeout,
+                    **self._read,
                     **grouping,
                 )
             else:
@@ -282,6 +290,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
                     limit=limit,
                     output_fields=output_fields,
                     timeout=timeout,
+                    **self._read,
                     **grouping,
                 )
         except DRIVER_ERRORS as error:
@@ -378,6 +387,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
                     filter=in_list(PK, batch),
                     output_fields=[PK, TEXT],
                     timeout=self._connection.timeout_s,
+                    **self._read,
                 )
             except DRIVER_ERRORS as error:
                 raise translate(error, "fetch content", self._collection.where) from error

@@ -78,7 +78,7 @@ class MilvusKnowledgeStore(KnowledgeStorePort):
         index_type: str = "AUTOINDEX",
         index_params: Mapping[str, Any] | None = None,
         text_analyzer: Mapping[str, Any] | None = None,
-        consistency_level: str = "Strong",
+        consistency_level: str = "Bounded",
         write_batch_size: int = 500,
         filter_batch_size: int = 200,
         owns_connection: bool = False,
@@ -143,6 +143,10 @@ class MilvusKnowledgeStore(KnowledgeStorePort):
                 f"{self._connection.uri}; ensure_collection first"
             )
         return layout
+
+    def _read(self, action: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Reads (and deletes by filter, which read first) see every earlier write."""
+        return self._call(action, fn, *args, consistency_level="Strong", **kwargs)
 
     def _call(self, action: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -240,7 +244,7 @@ class MilvusKnowledgeStore(KnowledgeStorePort):
         if self._layout() is None:
             return 0
         client = self._client()
-        rows = self._call(
+        rows = self._read(
             "count", client.query, self._collection.name, filter="", output_fields=["count(*)"]
         )
         return int(rows[0]["count(*)"]) if rows else 0
@@ -261,7 +265,7 @@ class MilvusKnowledgeStore(KnowledgeStorePort):
             ]
         out: dict[str, str] = {}
         for expression in filters:
-            rows = self._call(
+            rows = self._read(
                 "read content hashes",
                 client.query,
                 self._collection.name,
@@ -355,7 +359,7 @@ class MilvusKnowledgeStore(KnowledgeStorePort):
             docs = unique[start : start + self._filter_batch]
             kept = [k for d in docs for k in keep.get(d, ())]
             expression = all_of([in_list(DOC_ID, docs), not_in_list(PK, kept) if kept else None])
-            result = self._call(
+            result = self._read(
                 "delete stale chunks", client.delete, self._collection.name, filter=expression
             )
             deleted += _deleted(result)
@@ -369,7 +373,7 @@ class MilvusKnowledgeStore(KnowledgeStorePort):
         deleted = 0
         for start in range(0, len(unique), self._filter_batch):
             expression = in_list(DOC_ID, unique[start : start + self._filter_batch])
-            result = self._call(
+            result = self._read(
                 "delete documents", client.delete, self._collection.name, filter=expression
             )
             deleted += _deleted(result)
