@@ -227,7 +227,10 @@ class MilvusKnowledgeStore(KnowledgeStorePort):
     def describe(self) -> dict[str, object]:
         """What an operator wants to know: name, dimension, BM25, rows, server version."""
         layout = self._layout()
-        server = self._connection.capabilities()
+        try:
+            server = self._connection.capabilities()
+        except SearchError as error:
+            raise IngestError(f"{error.code}: {error.message}") from error
         return {
             "collection": self._collection.name,
             "uri": self._connection.uri,
