@@ -300,8 +300,11 @@ class RagSettings(_Section):
         description="Let Milvus group hits per document instead of capping afterwards.",
     )
     late_materialisation: bool = Field(
-        default=True,
-        description="Fetch chunk text only for the blocks that are returned.",
+        default=False,
+        description=(
+            "Fetch chunk text only for the blocks that are returned (a second round trip; "
+            "measured no faster at 100k chunks, see benchmarks/README.md)."
+        ),
     )
     hybrid: HybridSettings = Field(default_factory=HybridSettings)
     relevance: RelevanceSettings = Field(default_factory=RelevanceSettings)

@@ -9,6 +9,7 @@ process through it, which Milvus Lite needs.
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import threading
 from dataclasses import dataclass
@@ -58,6 +59,46 @@ def parse_capabilities(version: str) -> ServerCapabilities:
     major, minor = int(match.group(1)), int(match.group(2))
     modern = (lite and major >= 3) or (major, minor) >= MODERN_MILVUS
     return ServerCapabilities(text, lite, modern, modern, modern)
+
+
+class _UnimplementedRpcFilter(logging.Filter):
+    """Milvus Lite runs its gRPC server in this process and leaves some RPCs that
+    pymilvus 3 probes (``AllocTimestamp``) unimplemented; grpc logs each probe as an
+    ERROR with a traceback although pymilvus handles it. Drop exactly those records."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], NotImplementedError):
+            return False
+        return "Method not implemented" not in record.getMessage()
+
+
+_GRPC_FILTER = _UnimplementedRpcFilter()
+
+# Milvus Lite keeps one in-process server per .db path; several connections to one path
+# (two apps, a CLI and a benchmark in one process) share it, so it is released only when
+# the last one closes. Without the release the data directory stays locked until exit.
+_lite_users: dict[str, int] = {}
+_lite_lock = threading.Lock()
+
+
+def _acquire_lite(path: str) -> None:
+    logging.getLogger("grpc._server").addFilter(_GRPC_FILTER)
+    with _lite_lock:
+        _lite_users[path] = _lite_users.get(path, 0) + 1
+
+
+def _release_lite(path: str) -> None:
+    with _lite_lock:
+        remaining = _lite_users.get(path, 0) - 1
+        if remaining > 0:
+            _lite_users[path] = remaining
+            return
+        _lite_users.pop(path, None)
+    try:
+        from milvus_lite.server_manager import server_manager_instance
+    except ImportError:  # pragma: no cover - Lite is a dependency; nothing to release
+        return
+    server_manager_instance.release_server(path)
 
 
 def _redact(uri: str) -> str:
@@ -147,9 +188,13 @@ class MilvusConnection:
                     kwargs["token"] = self._token
                 if self._db_name:
                     kwargs["db_name"] = self._db_name
+                if self._lite:
+                    _acquire_lite(self._uri)
                 try:
                     self._client = MilvusClient(**kwargs)
                 except DRIVER_ERRORS as error:
+                    if self._lite:
+                        _release_lite(self._uri)
                     raise translate(error, "connect", self.uri) from error
             return self._client
 
@@ -173,6 +218,8 @@ class MilvusConnection:
         if client is not None:
             with contextlib.suppress(*DRIVER_ERRORS):  # closing a broken one must not raise
                 client.close()
+            if self._lite:
+                _release_lite(self._uri)
 
     def __enter__(self) -> MilvusConnection:
         return self

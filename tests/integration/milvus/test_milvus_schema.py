@@ -330,3 +330,27 @@ def test_driver_errors_translate_to_project_errors(error: BaseException, expecte
     translated = translate(error, "search", "uri")
     assert type(translated) is expected
     assert "uri" in translated.message
+
+
+def test_closing_the_last_connection_releases_the_lite_file(tmp_path: Path) -> None:
+    """Another process (a CLI run, an MCP server) can open the file once we close it."""
+    import subprocess
+    import sys
+
+    from lookup_knowledge.adapters.milvus import MilvusConnection
+
+    uri = str(tmp_path / "shared.db")
+    first, second = MilvusConnection(uri), MilvusConnection(uri)
+    first.client().list_collections()
+    second.client().list_collections()
+    first.close()
+    assert second.client().list_collections() == [], "a shared Lite server stays up"
+    second.close()
+    code = (
+        "import sys; from pymilvus import MilvusClient; "
+        "c = MilvusClient(sys.argv[1]); print(c.list_collections()); c.close()"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, uri], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr

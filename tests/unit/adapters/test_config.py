@@ -109,7 +109,7 @@ def test_default_lookup_config_matches_the_domain_defaults() -> None:
     assert config.projection == domain.projection
     assert config.quality == domain.quality
     assert config.context_char_budget == domain.context_char_budget
-    assert (config.engine_grouping, config.late_materialisation) == (False, True)
+    assert (config.engine_grouping, config.late_materialisation) == (False, False)
     assert config.rerank.relevance == domain.rerank.relevance
     assert config.rerank.hint_alignment == domain.rerank.hint_alignment
     assert dict(config.rerank.source_type) == {"runbook": 0.03, "faq": 0.02}
