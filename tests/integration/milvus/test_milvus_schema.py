@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import time
+from pathlib import Path
 from typing import Any
 
 import grpc
