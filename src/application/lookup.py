@@ -38,7 +38,6 @@ from lookup_knowledge.application.ports import (
 )
 from lookup_knowledge.application.query_transformer import QueryTransformer
 from lookup_knowledge.domain.errors import (
-    AuditError,
     ConfigurationError,
     InternalError,
     InvalidInputError,
@@ -206,9 +205,10 @@ class LookupKnowledge:
         step_id: str | None = None,
         options: LookupOptions | None = None,
     ) -> LookupResult:
-        if not isinstance(session_id, str) or not session_id.strip():
-            raise InvalidInputError("session_id must be a non-empty string")
         opts = options or LookupOptions()
+        _check_id("session_id", session_id, required=True)
+        _check_id("step_id", step_id)
+        _check_id("tool_call_id", opts.tool_call_id)
         started_at = self._clock.now()
         t0 = self._clock.monotonic()
         invocation_id = str(uuid7(started_at))
@@ -282,7 +282,7 @@ class LookupKnowledge:
     def _record(self, invocation: ToolInvocation) -> RecordOutcome | None:
         try:
             return self._recorder.record(invocation)
-        except AuditError:
+        except Exception:  # AuditError or an adapter bug: the lookup still answers
             # The recorder already spools and counts; reaching here means even the
             # spool failed. The lookup still answers; the failure is logged loudly.
             logger.exception(
@@ -290,6 +290,31 @@ class LookupKnowledge:
                 extra={"invocation_id": invocation.id},
             )
             return None
+
+
+MAX_ID_CHARS = 255
+
+
+def _check_id(name: str, value: object, *, required: bool = False) -> None:
+    """Ids come from the host, not the agent: a bad one is the host's bug, raised before
+    anything is searched, so a lookup is never served that the audit store cannot keep."""
+    if value is None and not required:
+        return
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInputError(f"{name} must be a non-empty string")
+    if len(value) > MAX_ID_CHARS:
+        raise InvalidInputError(f"{name} is {len(value)} characters; the limit is {MAX_ID_CHARS}")
+    if any(ord(ch) < 32 or ord(ch) == 127 or 0xD800 <= ord(ch) <= 0xDFFF for ch in value):
+        raise InvalidInputError(f"{name} must not contain control characters or lone surrogates")
+
+
+def clean_text(text: str) -> str:
+    """Query text as the agent sent it, minus what no store can hold: NUL and other
+    control characters (tab and newline stay) and lone UTF-16 surrogates (become U+FFFD)."""
+    if text.isascii() and text.isprintable():
+        return text
+    fixed = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return "".join(ch for ch in fixed if ch in "\t\n" or (ord(ch) >= 32 and ord(ch) != 127))
 
 
 class _Run:
@@ -306,7 +331,7 @@ class _Run:
     ) -> None:
         self.o = owner
         self.cfg = owner.config
-        self.query = query if isinstance(query, str) else ""
+        self.query = clean_text(query) if isinstance(query, str) else ""
         self.session_id = session_id
         self.mode = mode
         self.options = options
@@ -399,10 +424,10 @@ class _Run:
         record.duration_ms = (self.o._clock.monotonic() - t) * 1000.0
         self.timings["search"] = self.timings.get("search", 0.0) + record.duration_ms
         candidates = [self._candidate(hit, rank, category) for rank, hit in enumerate(hits, 1)]
-        usable = [c for c in candidates if c.relevance >= settings.min_relevance]
+        usable = [c for c in candidates if c.evidence_strength >= settings.min_relevance]
         record.hits = len(candidates)
         record.usable = len(usable)
-        self.below_min += len(candidates) - len(usable)
+        self.below_min = len(candidates) - len(usable)  # of the pass whose hits are used
         self.passes.append(record)
         return usable
 
@@ -418,12 +443,22 @@ class _Run:
             value = meta.get(key)
             return value if isinstance(value, str) else ""
 
+        calibration = self.cfg.calibration
+        strength = (
+            max(
+                normalise_relevance(score, kind, calibration)
+                for kind, score in hit.component_scores
+            )
+            if hit.component_scores
+            else None
+        )
         return EvidenceCandidate(
             identity=hit.identity,
             original_rank=rank,
             raw_score=hit.score,
             score_kind=hit.score_kind,
-            relevance=normalise_relevance(hit.score, hit.score_kind, self.cfg.calibration),
+            relevance=normalise_relevance(hit.score, hit.score_kind, calibration),
+            strength=strength,
             content=hit.content,
             source=text("source"),
             title=text("title"),
@@ -452,7 +487,7 @@ class _Run:
         for item in capped.dropped:
             self.outcomes[item.evidence_key] = "capped"
         self.counts = {
-            "candidates": len(self.candidates) + self.below_min,
+            "candidates": self.passes[-1].hits,
             "belowMinRelevance": self.below_min,
             "afterDedup": len(deduped.kept),
             "duplicatesMerged": sum(deduped.merged.values()),
@@ -507,9 +542,13 @@ class _Run:
 
     def finish(self) -> None:
         returned_domains = [r.candidate.category for r in self.final if r.candidate.category]
-        if returned_domains:
-            self.o._sessions.add_retrieved_domains(self.session_id, returned_domains)
-        self.domains = self.o._sessions.retrieved_domains(self.session_id)
+        try:
+            if returned_domains:
+                self.o._sessions.add_retrieved_domains(self.session_id, returned_domains)
+            self.domains = self.o._sessions.retrieved_domains(self.session_id)
+        except Exception:  # session memory is a hint; it must not cost the lookup
+            logger.exception("session state unavailable", extra={"session_id": self.session_id})
+            self.domains = tuple(dict.fromkeys(returned_domains))
         self.duration_ms = (self.o._clock.monotonic() - self.t0) * 1000.0
         self.timings["total"] = self.duration_ms
 
@@ -517,7 +556,7 @@ class _Run:
 
     def relevances(self) -> list[float]:
         shown = {b.document_id for b in self.projected}
-        return [r.candidate.relevance for r in self.final if r.evidence_key in shown]
+        return [r.candidate.evidence_strength for r in self.final if r.evidence_key in shown]
 
     def retrieval_trace(self) -> dict[str, Any]:
         settings = self.cfg.retrieval
@@ -549,6 +588,7 @@ class _Run:
             {
                 "document_id": r.evidence_key,
                 "relevance": round(r.candidate.relevance, 6),
+                "strength": round(r.candidate.evidence_strength, 6),
                 "finalScore": round(r.final_score, 6),
                 "rankBefore": rank_before[id(r)],
                 "rankAfter": i,
@@ -671,7 +711,7 @@ class _Run:
             fallback_reason=self.fallback_reason,
             retrieve_k=self.cfg.retrieval.retrieve_k,
             return_n=self.cfg.retrieval.return_n,
-            candidate_count=self.counts.get("candidates", sum(p.hits for p in self.passes)),
+            candidate_count=self.passes[-1].hits if self.passes else 0,
             returned_count=len(self.projected),
             trace_id=trace_id,
             span_id=span_id,

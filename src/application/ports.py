@@ -68,6 +68,10 @@ class KnowledgeSearchHit:
     content: str | None = None
     metadata: Mapping[str, object] = field(default_factory=lambda: _NO_METADATA)
     reasons: tuple[str, ...] = ()
+    # The per-list scores behind a fused score (hybrid): each list's own raw score and
+    # kind, for the lists that found the hit. They say how strong the evidence is on an
+    # absolute scale; the fused score only says how it ranked.
+    component_scores: tuple[tuple[ScoreKind, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

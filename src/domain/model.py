@@ -74,6 +74,9 @@ class EvidenceCandidate:
     category: str = ""
     source_type: str = ""
     hit_reasons: tuple[str, ...] = ()
+    # Absolute evidence strength in [0, 1] when it differs from the ranking relevance
+    # (hybrid: the best normalised per-list score, while ``relevance`` is the fused one).
+    strength: float | None = None
     metadata: Mapping[str, object] = field(
         default_factory=lambda: _EMPTY, compare=False, hash=False
     )
@@ -83,6 +86,13 @@ class EvidenceCandidate:
             raise ValueError("original_rank is 1-based")
         if not (0.0 <= self.relevance <= 1.0) or math.isnan(self.relevance):
             raise ValueError("relevance must be in [0, 1]")
+        if self.strength is not None and not 0.0 <= self.strength <= 1.0:
+            raise ValueError("strength must be in [0, 1]")
+
+    @property
+    def evidence_strength(self) -> float:
+        """What min-relevance, relevanceLevel and qualityScore judge: absolute, per hit."""
+        return self.relevance if self.strength is None else self.strength
 
     @property
     def evidence_key(self) -> str:

@@ -13,8 +13,8 @@ Every non-zero contribution is returned as a ``RerankAdjustment`` and ends up in
 rerank trace with its weight. With ``enabled=False`` the final score is the relevance
 alone (the seed behaviour), which the eval harness compares against.
 
-Text matching is case-insensitive substring matching, which works the same for English
-identifiers and for Chinese, which has no word boundaries.
+Text matching is the L0 rule (``query_understanding.keyword_in``): case-insensitive, on
+ASCII word boundaries for ASCII terms, as a substring for Chinese and other scripts.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from lookup_knowledge.domain.model import (
     RankedCandidate,
     RerankAdjustment,
 )
+from lookup_knowledge.domain.query_understanding import keyword_in
 
 _NO_SOURCE_WEIGHTS: Mapping[str, float] = MappingProxyType({})
 
@@ -61,12 +62,14 @@ class RerankWeights:
 
 
 def _found(needles: Sequence[str], haystack: str) -> list[str]:
-    return [n for n in needles if n and n.casefold() in haystack]
+    # The same matching as L0: ASCII terms on word boundaries (``pg`` is not in
+    # ``upgrade``, ``10.0.0.1`` is not ``10.0.0.15``), other scripts as substrings.
+    return [n for n in needles if n and keyword_in(n, haystack)]
 
 
 def _text_of(candidate: EvidenceCandidate) -> str:
     parts = (candidate.title, candidate.breadcrumb, candidate.source, candidate.content or "")
-    return "\n".join(parts).casefold()
+    return "\n".join(parts)
 
 
 def score_candidate(
@@ -120,7 +123,7 @@ def score_candidate(
         if bonus:
             adjustments.append(RerankAdjustment("source_type", bonus, bonus, candidate.source_type))
     if weights.hint_alignment:
-        heading = f"{candidate.title}\n{candidate.breadcrumb}".casefold()
+        heading = f"{candidate.title}\n{candidate.breadcrumb}"
         aligned = _found((*hints.entities, *hints.matched_keywords), heading)
         if aligned:
             adjustments.append(

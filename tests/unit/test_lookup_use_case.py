@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -328,3 +329,126 @@ def test_with_config_keeps_the_ports() -> None:
     )
     assert len(uncapped.execute("q", session_id="s").evidence_blocks) == 5
     assert len(use_case.execute("q", session_id="s").evidence_blocks) == 2
+
+
+# ------------------------------------------------------------------ review findings
+
+
+class HybridSearch(FakeSearch):
+    """Hits with a fused RRF score plus the per-list scores behind it."""
+
+    def __init__(self, components: list[tuple[tuple[ScoreKind, float], ...]]) -> None:
+        super().__init__([chunk(f"d{i}", 0, 0.5) for i in range(len(components))])
+        self.components = components
+
+    def search(self, request):  # type: ignore[no-untyped-def]
+        hits = super().search(request)
+        return [
+            replace(
+                hit,
+                score=1 / (60 + rank),
+                score_kind=ScoreKind.RRF,
+                component_scores=self.components[rank - 1],
+            )
+            for rank, hit in enumerate(hits, 1)
+        ]
+
+
+def test_hybrid_nonsense_is_no_evidence_despite_high_fused_scores() -> None:
+    weak = ((ScoreKind.COSINE, 0.05), (ScoreKind.BM25, -0.3))
+    search = HybridSearch([weak, weak, ((ScoreKind.COSINE, 0.1),)])
+    use_case, rec = build(search, config=LookupConfig(mode=SearchMode.HYBRID))
+    result = use_case.execute("zebra giraffe smoothie", session_id="s")
+    assert not result.found
+    assert result.status is InvocationStatus.NO_EVIDENCE
+    assert rec.records[0].status == "no_evidence"
+
+
+def test_hybrid_strength_is_the_best_list_and_drives_the_quality_fields() -> None:
+    strong_bm25 = ((ScoreKind.COSINE, 0.1), (ScoreKind.BM25, -30.0))  # 30/(30+10) = 0.75
+    search = HybridSearch([strong_bm25, ((ScoreKind.COSINE, 0.05),)])
+    use_case, _ = build(search, config=LookupConfig(mode=SearchMode.HYBRID))
+    result = use_case.execute("PG-53300", session_id="s")
+    assert [b.document_id for b in result.evidence_blocks] == ["d0#chunk-0"]
+    assert result.relevance_level.value == "high"
+    assert result.rerank_trace[0]["strength"] == pytest.approx(0.75)
+
+
+def test_hybrid_filtered_pass_with_weak_evidence_falls_back() -> None:
+    weak = ((ScoreKind.COSINE, 0.05),)
+    search = HybridSearch([weak])
+    search.rows[0].metadata["category"] = "database"
+    use_case, _ = build(search, config=LookupConfig(mode=SearchMode.HYBRID))
+    result = use_case.execute("postgres", session_id="s")
+    assert result.retrieval_trace["fallbackReason"] == "filtered_pass_below_min_relevance"
+
+
+def test_counts_after_a_fallback_describe_the_pass_that_was_used() -> None:
+    weak = [chunk("w", i, 0.05, category="database") for i in range(2)]
+    good = [chunk("g", i, 0.8, category="other") for i in range(3)]
+    search = FakeSearch(good, filtered_rows={"database": weak})
+    use_case, rec = build(search)
+    result = use_case.execute("postgres", session_id="s")
+    counts = result.retrieval_trace["counts"]
+    assert counts["candidates"] == 3
+    assert counts["belowMinRelevance"] == 0
+    assert rec.records[0].candidate_count == 3
+    assert [p["hits"] for p in result.retrieval_trace["passes"]] == [2, 3]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("step_id", "s" * 300),
+        ("step_id", "bad\x00id"),
+        ("tool_call_id", "x" * 256),
+        ("session_id", "s" * 256),
+        ("session_id", "a\nb"),
+    ],
+)
+def test_ids_the_audit_store_cannot_keep_are_rejected_before_searching(
+    field: str, value: str
+) -> None:
+    search = FakeSearch([chunk("d", 0, 0.9)])
+    use_case, rec = build(search)
+    kwargs: dict[str, object] = {"session_id": "s"}
+    if field == "tool_call_id":
+        kwargs["options"] = LookupOptions(tool_call_id=value)
+    else:
+        kwargs[field] = value
+    with pytest.raises(InvalidInputError, match=field):
+        use_case.execute("q", **kwargs)  # type: ignore[arg-type]
+    assert search.requests == []
+    assert rec.records == []
+
+
+def test_query_text_is_cleaned_of_what_no_store_can_hold() -> None:
+    use_case, rec = build(FakeSearch([chunk("d", 0, 0.9)]))
+    result = use_case.execute("pool size \ud800 and\x00 more\tok", session_id="s")
+    assert result.found
+    assert rec.records[0].query == "pool size \ufffd and more\tok"
+    rec.records[0].query.encode("utf-8")  # storable
+
+
+def test_session_state_failure_does_not_cost_the_lookup() -> None:
+    class BrokenSessions(FakeSessionState):
+        def retrieved_domains(self, session_id: str) -> tuple[str, ...]:
+            raise OSError("database gone")
+
+    search = FakeSearch([chunk("pg", 0, 0.9, category="database")])
+    use_case, rec = build(search, sessions=BrokenSessions())
+    result = use_case.execute("postgres", session_id="s")
+    assert result.found
+    assert result.retrieved_domains_this_session == ("database",)
+    assert len(rec.records) == 1
+
+
+def test_a_recorder_bug_does_not_cost_the_lookup() -> None:
+    class BuggyRecorder(FakeRecorder):
+        def record(self, invocation):  # type: ignore[no-untyped-def]
+            raise RuntimeError("bug")
+
+    use_case, _ = build(FakeSearch([chunk("d", 0, 0.9)]), recorder=BuggyRecorder())
+    result = use_case.execute("q", session_id="s")
+    assert result.found
+    assert result.record_outcome is None

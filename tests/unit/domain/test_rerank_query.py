@@ -146,3 +146,14 @@ def test_category_name_counts_as_a_keyword() -> None:
 def test_hints_reject_a_filter_outside_the_domains() -> None:
     with pytest.raises(ValueError):
         QueryHints(query="q", domains=("a",), filter_candidate="b")
+
+
+def test_rerank_matches_like_l0_on_word_boundaries() -> None:
+    hints = QueryHints(query="pg 10.0.0.1", matched_keywords=("pg",), entities=("10.0.0.1",))
+    unrelated = cand(content="upgrade the frontend on host 10.0.0.15", title="Upgrades")
+    assert [a.rule for a in score_candidate(unrelated, hints, RerankWeights()).adjustments] == [
+        "relevance"
+    ]
+    related = cand(content="PG on 10.0.0.1 is the primary", title="PG primary")
+    rules = {a.rule for a in score_candidate(related, hints, RerankWeights()).adjustments}
+    assert {"entity_match", "keyword_match", "hint_alignment"} <= rules
