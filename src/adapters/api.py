@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from types import TracebackType
@@ -41,6 +42,8 @@ class LookupApp:
         self._container = container
         self._settings: Settings = container.settings()
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._in_flight = 0
         self._lookup: LookupKnowledge | None = None
         self._executor = ThreadPoolExecutor(
             max_workers=max_async_workers, thread_name_prefix="lookup-knowledge"
@@ -86,6 +89,22 @@ class LookupApp:
                     self._lookup = self._container.lookup()
         return self._lookup
 
+    @contextmanager
+    def _call(self) -> Iterator[None]:
+        """Counts a call in flight so ``close`` waits for it before closing the recorder
+        (a lookup whose evidence the agent saw must be recorded)."""
+        with self._lock:
+            if self._closed:
+                raise LookupKnowledgeError("this LookupApp is closed")
+            self._in_flight += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+                if self._in_flight == 0:
+                    self._idle.notify_all()
+
     def lookup_result(
         self,
         query: str,
@@ -100,9 +119,10 @@ class LookupApp:
         options = LookupOptions(
             mode=_mode(mode), category=category or None, tool_call_id=tool_call_id
         )
-        return self._use_case().execute(
-            query, session_id=session_id, step_id=step_id, options=options
-        )
+        with self._call():
+            return self._use_case().execute(
+                query, session_id=session_id, step_id=step_id, options=options
+            )
 
     def lookup(
         self,
@@ -160,19 +180,19 @@ class LookupApp:
         progress: Callable[[IngestProgress], None] | None = None,
     ) -> IngestReport:
         """Ingest Markdown / text / HTML files and folders; idempotent per content hash."""
-        self._check_open()
-        source = FileDocumentSource(paths, root=root, category=category, doc_id=doc_id)
-        report: IngestReport = self._container.ingest().execute(
-            source, sync=sync, progress=progress
-        )
+        with self._call():
+            source = FileDocumentSource(paths, root=root, category=category, doc_id=doc_id)
+            report: IngestReport = self._container.ingest().execute(
+                source, sync=sync, progress=progress
+            )
         return report
 
     def verify_citations(self, session_id: str, document_ids: Sequence[str]) -> CitationReport:
         """EvidenceGuard: which cited document_ids were really returned in the session."""
-        self._check_open()
-        report: CitationReport = self._container.verify_citations().execute(
-            session_id, document_ids
-        )
+        with self._call():
+            report: CitationReport = self._container.verify_citations().execute(
+                session_id, document_ids
+            )
         return report
 
     def flush(self, session_id: str | None = None, timeout_s: float = 10.0) -> bool:
@@ -185,10 +205,13 @@ class LookupApp:
         if self._closed:
             raise LookupKnowledgeError("this LookupApp is closed")
 
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+    def close(self, timeout_s: float = 60.0) -> None:
+        """Refuse new calls, wait for those in flight, then close every resource."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._idle.wait_for(lambda: self._in_flight == 0, timeout=timeout_s)
         self._executor.shutdown(wait=True)
         self._container.shutdown_resources()
 
@@ -233,5 +256,11 @@ def create_app(
         container = Container(settings=settings)
     else:
         container.settings.override(settings)
-    container.init_resources()
+    try:
+        # Resolving the use case starts exactly the resources the configuration selects
+        # (init_resources() would also start those of unselected Selector branches).
+        container.lookup()
+    except BaseException:
+        container.shutdown_resources()
+        raise
     return LookupApp(container, max_async_workers=max_async_workers)

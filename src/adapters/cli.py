@@ -18,8 +18,10 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from lookup_knowledge.domain.errors import (
     ConfigurationError,
@@ -49,7 +51,8 @@ def _console(stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     # Not a terminal (piped, CI, a test): rich would assume 80 columns and fold every table.
     width = None if stream.isatty() else 160
-    return Console(stderr=stderr, width=width)
+    # stderr lines are messages: never fold them (an error is one line).
+    return Console(stderr=stderr, width=width, soft_wrap=stderr)
 
 
 out = _console()
@@ -141,6 +144,12 @@ def _print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(_plain(value), ensure_ascii=False, indent=2) + "\n")
 
 
+def _row(table: Table, *cells: str | Text) -> None:
+    """Add a row whose cells are data: shown literally, never parsed as rich markup
+    (a document may contain ``[/etc/hosts]``)."""
+    table.add_row(*(c if isinstance(c, Text) else Text(c) for c in cells))
+
+
 def _excerpt(text: str, width: int = 110) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
@@ -200,7 +209,8 @@ def _ingest_table(report: Any) -> Table:
         "seconds",
     ):
         table.add_column(column, justify="right")
-    table.add_row(
+    _row(
+        table,
         *(
             str(v)
             for v in (
@@ -215,7 +225,7 @@ def _ingest_table(report: Any) -> Table:
                 len(report.failures),
                 f"{report.duration_ms / 1000:.1f}",
             )
-        )
+        ),
     )
     return table
 
@@ -243,7 +253,7 @@ def ingest(
     else:
         out.print(_ingest_table(report))
         for failure in report.failures:
-            err.print(f"[yellow]skipped[/] {failure.source}: {failure.reason}")
+            err.print(f"[yellow]skipped[/] {escape(failure.source)}: {escape(failure.reason)}")
 
 
 # ------------------------------------------------------------------ lookup
@@ -257,7 +267,8 @@ def _evidence_table(result: dict[str, Any]) -> Table:
     table.add_column("score", justify="right")
     table.add_column("excerpt", overflow="fold")
     for block in result["evidenceBlocks"]:
-        table.add_row(
+        _row(
+            table,
             str(block["rank"]),
             block["document_id"],
             block["source"],
@@ -269,12 +280,12 @@ def _evidence_table(result: dict[str, Any]) -> Table:
 
 def _show_lookup(result: dict[str, Any]) -> None:
     trace = result["retrievalTrace"]
-    out.print(f"[bold]{result['message']}[/]")
+    out.print(f"[bold]{escape(result['message'])}[/]")
     fallback = trace.get("fallbackReason")
     out.print(
         f"relevance: {result['relevanceLevel']}  completeness: {result['completenessHint']}  "
-        f"mode: {trace.get('mode')}  filter: {trace.get('filterApplied') or '-'}"
-        + (f"  fallback: {fallback}" if fallback else "")
+        f"mode: {trace.get('mode')}  filter: {escape(trace.get('filterApplied') or '-')}"
+        + (f"  fallback: {fallback}" if fallback else ""),
     )
     if result["evidenceBlocks"]:
         out.print(_evidence_table(result))
@@ -296,19 +307,27 @@ def lookup(
         bool, typer.Option("--json", help="Print the exact tool JSON the agent receives.")
     ] = False,
 ) -> None:
-    """Run lookup_knowledge(QUERY) as an agent would; the call is recorded."""
+    """Run lookup_knowledge(QUERY) as an agent would; the call is recorded.
+
+    Exits 1 when the lookup failed (status error), with the reason on stderr.
+    """
     with _app() as lookup_app:
-        result = lookup_app.lookup(
+        result = lookup_app.lookup_result(
             query,
             session_id=session,
             step_id=step,
             mode=mode.value if mode else None,
             category=category,
         )
+    payload = result.to_tool_json()
+    failed = result.error_code is not None
     if as_json:
-        _print_json(result)
-    else:
-        _show_lookup(result)
+        _print_json(payload)
+    elif not failed:
+        _show_lookup(payload)
+    if failed:
+        err.print(f"error: {payload['message']}", markup=False, highlight=False)
+        raise typer.Exit(1)
 
 
 # ------------------------------------------------------------------ audit
@@ -331,7 +350,8 @@ def _invocations_table(items: Any) -> Table:
     ):
         table.add_column(column, overflow="fold")
     for inv in items:
-        table.add_row(
+        _row(
+            table,
             str(inv.seq),
             inv.started_at.strftime("%Y-%m-%d %H:%M:%S"),
             inv.session_id,
@@ -393,20 +413,24 @@ def audit_show(
         _print_json(detail)
         return
     s = detail.summary
-    out.print(f"[bold]{s.id}[/]  session {s.session_id} seq {s.seq} step {s.step_id or '-'}")
-    out.print(f"query: {s.query}")
+    out.print(
+        f"[bold]{s.id}[/]  session {escape(s.session_id)} seq {s.seq} "
+        f"step {escape(s.step_id or '-')}"
+    )
+    out.print(f"query: {escape(s.query)}")
     out.print(
         f"status: {s.status}  mode: {s.retrieval_mode}  filter: {s.filter_applied or '-'}  "
         f"fallback: {s.fallback_reason or '-'}  quality: {s.quality_score:.2f}  "
         f"relevance: {s.relevance_level}  {s.duration_ms:.0f} ms"
     )
     if detail.error_message:
-        out.print(f"[red]error[/] {s.error_code}: {detail.error_message}")
+        out.print(f"[red]error[/] {s.error_code}: {escape(detail.error_message)}")
     table = Table(title="Evidence returned")
     for column in ("rank", "document_id", "source", "before", "after", "projected", "packed"):
         table.add_column(column, overflow="fold")
     for e in detail.evidence:
-        table.add_row(
+        _row(
+            table,
             str(e.rank),
             e.document_id,
             e.source,
@@ -442,16 +466,17 @@ def audit_verify(
         for column in ("document_id", "verdict", "invocation", "step", "seq", "rank"):
             table.add_column(column, overflow="fold")
         for v in report.valid:
-            table.add_row(
+            _row(
+                table,
                 v.document_id,
-                "[green]valid[/]",
+                Text("valid", style="green"),
                 v.invocation_id,
                 v.step_id or "-",
                 str(v.seq),
                 str(v.rank),
             )
         for unknown in report.unknown:
-            table.add_row(unknown, "[red]unknown[/]", "-", "-", "-", "-")
+            _row(table, unknown, Text("unknown", style="red"), "-", "-", "-", "-")
         out.print(table)
         if not report.conclusive:
             err.print(
@@ -497,13 +522,13 @@ def audit_stats(
     for key, value in data.items():
         if key == "topDocuments":
             continue
-        table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
+        _row(table, key, f"{value:.3f}" if isinstance(value, float) else str(value))
     out.print(table)
     docs = Table(title="Most returned documents")
     for column in ("document_id", "times", "sessions"):
         docs.add_column(column, overflow="fold")
     for d in summary.top_documents:
-        docs.add_row(d.document_id, str(d.times_returned), str(d.sessions))
+        _row(docs, d.document_id, str(d.times_returned), str(d.sessions))
     out.print(docs)
 
 
@@ -549,7 +574,7 @@ def config_show(as_json: Annotated[bool, typer.Option("--json")] = False) -> Non
     table.add_column("value", overflow="fold")
     table.add_column("source", overflow="fold")
     for key, value, source in rows:
-        table.add_row(key, value, source)
+        _row(table, key, value, source)
     out.print(table)
 
 
@@ -595,7 +620,7 @@ def quickstart(
         out.rule(f"2. lookups in session {session}")
         returned: list[str] = []
         for step, sample in enumerate(chosen, 1):
-            out.print(f"\n[bold cyan]Q{step}[/] {sample['query']}")
+            out.print(f"\n[bold cyan]Q{step}[/] {escape(sample['query'])}")
             result = lookup_app.lookup(sample["query"], session_id=session, step_id=f"step-{step}")
             _show_lookup(result)
             returned += [b["document_id"] for b in result["evidenceBlocks"]]
@@ -611,9 +636,9 @@ def quickstart(
         cited = [*returned[:2], "made-up/document.md#chunk-0"]
         verdict = lookup_app.verify_citations(session, cited)
         for v in verdict.valid:
-            out.print(f"[green]valid[/]   {v.document_id}  (step {v.step_id}, seq {v.seq})")
+            out.print(f"[green]valid[/]   {escape(v.document_id)}  (step {v.step_id}, seq {v.seq})")
         for unknown in verdict.unknown:
-            out.print(f"[red]unknown[/] {unknown}  (never returned in this session)")
+            out.print(f"[red]unknown[/] {escape(unknown)}  (never returned in this session)")
     out.rule("done")
     data_dir_flag = f"--data-dir {settings.data_dir} " if state.data_dir else ""
     out.print(

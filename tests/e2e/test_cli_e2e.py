@@ -195,3 +195,31 @@ def test_errors_are_one_line_without_traceback(tmp_path: Path) -> None:
 
     debug = user.run("--debug", "lookup", "x", env={"LOOKUP_KNOWLEDGE_RAG__RETRIEVE_K": "0"})
     assert "Traceback" in debug.stderr
+
+
+def test_document_text_that_looks_like_markup_is_shown_literally(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "hosts.md").write_text(
+        "# Hosts file\n\nEdit the file [/etc/hosts] and add [bold]db-01[/bold] to it.\n",
+        encoding="utf-8",
+    )
+    user = User(tmp_path / "data", None)
+    user.ok("ingest", str(docs))
+    shown = user.run("lookup", "edit [/etc/hosts] on db-01", "--session", "m")
+    assert shown.returncode == 0, shown.stderr
+    assert "[/etc/hosts]" in shown.stdout
+    listed = user.run("audit", "list", "--session", "m")
+    assert listed.returncode == 0, listed.stderr
+    assert "[/etc/hosts]" in listed.stdout
+
+
+def test_a_failed_lookup_exits_non_zero_with_the_reason_on_stderr(tmp_path: Path) -> None:
+    user = User(tmp_path / "data", None)  # nothing ingested: the collection does not exist
+    failed = user.run("lookup", "anything", "--session", "f")
+    assert failed.returncode == 1
+    assert "Knowledge lookup failed" in failed.stderr
+    assert len(failed.stderr.strip().splitlines()) == 1
+    as_json = user.run("lookup", "anything", "--session", "f", "--json")
+    assert as_json.returncode == 1
+    assert json.loads(as_json.stdout)["found"] is False

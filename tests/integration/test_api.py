@@ -152,3 +152,55 @@ def test_tool_schemas_are_exported() -> None:
 
     assert openai_tool_schema()["function"]["name"] == "lookup_knowledge"
     assert anthropic_tool_schema()["name"] == "lookup_knowledge"
+
+
+def test_close_waits_for_lookups_in_flight_so_their_records_are_kept(tmp_path: Path) -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    class SlowSearch(FakeSearch):
+        def search(self, request: KnowledgeSearchRequest) -> list[KnowledgeSearchHit]:
+            entered.set()
+            assert release.wait(timeout=30)
+            return super().search(request)
+
+    settings = load_settings(
+        overrides={"data-dir": str(tmp_path), "embedder.provider": "hashing"}
+    ).settings
+    container = Container(settings=settings)
+    container.search.override(SlowSearch([chunk("a", 0, 0.9)]))
+    lookup_app = create_app(settings, container=container)
+    results: list[dict[str, object]] = []
+    worker = threading.Thread(
+        target=lambda: results.append(lookup_app.lookup("q", session_id="closing"))
+    )
+    worker.start()
+    assert entered.wait(timeout=30)
+    closer = threading.Thread(target=lookup_app.close)
+    closer.start()
+    closer.join(timeout=0.2)
+    assert closer.is_alive(), "close() must wait for the lookup in flight"
+    release.set()
+    worker.join(timeout=30)
+    closer.join(timeout=30)
+    assert results[0]["found"]
+    with create_app(settings) as reopened:
+        page = reopened.audit.list_invocations(InvocationFilter(session_id="closing"))
+    assert [i.id for i in page.items] == [results[0]["invocationId"]]
+
+
+def test_audit_disabled_touches_no_audit_database(tmp_path: Path) -> None:
+    settings = load_settings(
+        overrides={
+            "data-dir": str(tmp_path),
+            "embedder.provider": "hashing",
+            "search.backend": "memory",
+            "audit.enabled": False,
+            # unreachable: starting the SQL backend anyway would fail create_app
+            "audit.database-url": "postgresql+psycopg://nobody@127.0.0.1:9/none",
+        }
+    ).settings
+    with create_app(settings) as lookup_app:
+        result = lookup_app.lookup("anything", session_id="s")
+    assert result["found"] is False
+    assert not (tmp_path / "audit.db").exists()
+    assert not (tmp_path / "audit-spool").exists()
