@@ -62,7 +62,10 @@ def _width_source(loaded: LoadedSettings, key: str, value: object, default: int)
     if source != DEFAULT_SOURCE:
         return source
     legacy = sources.get("rag.top-k", DEFAULT_SOURCE)
-    if loaded.settings.rag.top_k is not None and legacy != DEFAULT_SOURCE:
+    rag = loaded.settings.rag
+    # rag.top-k counts only when neither width is set (RetrievalSettings.resolve).
+    top_k_used = rag.top_k is not None and rag.retrieve_k is None and rag.return_n is None
+    if top_k_used and legacy != DEFAULT_SOURCE:
         return f"{legacy} via rag.top-k"
     return "derived" if value != default else DEFAULT_SOURCE
 

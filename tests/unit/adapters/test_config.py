@@ -897,3 +897,14 @@ def test_anything_that_loads_builds_the_domain_objects(
     config = loaded.settings.to_lookup_config()  # never a bare ValueError
     assert math.isfinite(config.rerank.hint_alignment)
     assert 0 <= config.quality.medium <= config.quality.high <= 1
+
+
+def test_show_does_not_credit_an_ignored_top_k(tmp_path: Path) -> None:
+    from lookup_knowledge.adapters.config import describe_settings
+
+    config = tmp_path / "app.properties"
+    config.write_text("rag.retrieve-k=30\nrag.top-k=7\n", encoding="utf-8")
+    loaded = load_settings(config_file=config, environ={})
+    rows = {key: (value, source) for key, value, source in describe_settings(loaded)}
+    assert rows["rag.return-n"][0] == "5"
+    assert "top-k" not in rows["rag.return-n"][1]
