@@ -144,6 +144,29 @@ class LookupApp:
             tool_call_id=tool_call_id,
         ).to_tool_json()
 
+    async def alookup_result(
+        self,
+        query: str,
+        *,
+        session_id: str,
+        step_id: str | None = None,
+        mode: SearchMode | str | None = None,
+        category: str | None = None,
+        tool_call_id: str | None = None,
+    ) -> LookupResult:
+        """``lookup_result`` for asyncio hosts: runs on the app's worker pool."""
+        self._check_open()
+        call = partial(
+            self.lookup_result,
+            query,
+            session_id=session_id,
+            step_id=step_id,
+            mode=mode,
+            category=category,
+            tool_call_id=tool_call_id,
+        )
+        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+
     async def alookup(
         self,
         query: str,
@@ -155,9 +178,7 @@ class LookupApp:
         tool_call_id: str | None = None,
     ) -> dict[str, Any]:
         """``lookup`` for asyncio hosts: runs on the app's worker pool, not the loop."""
-        self._check_open()
-        call = partial(
-            self.lookup,
+        result = await self.alookup_result(
             query,
             session_id=session_id,
             step_id=step_id,
@@ -165,7 +186,7 @@ class LookupApp:
             category=category,
             tool_call_id=tool_call_id,
         )
-        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+        return result.to_tool_json()
 
     # ------------------------------------------------------------------ ingest, audit
 

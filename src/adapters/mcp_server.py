@@ -97,15 +97,19 @@ def _session_and_step(
     return connection.session_id, connection.next_step()
 
 
-def _tool_result(payload: dict[str, Any]) -> CallToolResult:
+def _tool_result(payload: dict[str, Any], *, is_error: bool = False) -> CallToolResult:
     text = json.dumps(payload, ensure_ascii=False)
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=payload)
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)],
+        structured_content=payload,
+        is_error=is_error,
+    )
 
 
 def build_mcp_server(app: LookupApp, *, name: str = "lookup-knowledge") -> MCPServer[Any]:
     """An MCP server offering ``lookup_knowledge(query)`` over ``app``.
 
-    The caller owns ``app`` (and closes it); the server only calls ``app.alookup``.
+    The caller owns ``app`` (and closes it); the server only calls ``app.alookup_result``.
     """
 
     async def lookup_knowledge(query: str, ctx: Context[_ConnectionSession, Any]) -> CallToolResult:
@@ -113,10 +117,11 @@ def build_mcp_server(app: LookupApp, *, name: str = "lookup-knowledge") -> MCPSe
         session_id, step_id = _session_and_step(
             ctx.headers, request.lifespan_context, ctx.request_id
         )
-        payload = await app.alookup(
+        result = await app.alookup_result(
             query, session_id=session_id, step_id=step_id, tool_call_id=ctx.request_id
         )
-        return _tool_result(payload)
+        # A failed lookup (status error) is a tool error the model can read and act on.
+        return _tool_result(result.to_tool_json(), is_error=result.error_code is not None)
 
     tool = Tool.from_function(
         lookup_knowledge,

@@ -87,9 +87,9 @@ def app(tmp_path: Path) -> Iterator[LookupApp]:
         built.close()
 
 
-def _payload(result: CallToolResult) -> dict[str, Any]:
+def _payload(result: CallToolResult, *, is_error: bool = False) -> dict[str, Any]:
     """The tool JSON, checked to be the same in structuredContent and the text block."""
-    assert not result.is_error, result.content
+    assert result.is_error is is_error, result.content
     assert result.structured_content is not None
     assert len(result.content) == 1
     block = result.content[0]
@@ -210,7 +210,7 @@ def test_empty_query_is_a_recorded_error_result_and_the_server_keeps_serving(
 ) -> None:
     async def scenario() -> tuple[dict[str, Any], dict[str, Any]]:
         async with Client(build_mcp_server(app), mode=mode) as client:
-            empty = _payload(await client.call_tool(TOOL_NAME, {"query": "   "}))
+            empty = _payload(await client.call_tool(TOOL_NAME, {"query": "   "}), is_error=True)
             after = _payload(await client.call_tool(TOOL_NAME, {"query": FAILOVER_QUERY}))
         return empty, after
 
