@@ -1,13 +1,20 @@
 """ToolInvocation <-> plain JSON, for the spool file; and value clean-up before storage.
 
-``clean_invocation`` makes a record storable everywhere: NUL characters (PostgreSQL text
-and JSONB reject them) become U+FFFD, non-finite floats in ``retrieval_details`` become
-null, anything that is not JSON becomes its ``str()``, and the details carry a version.
+``clean_invocation`` makes a record storable everywhere. In every text it stores (ids,
+query, error message, sources, document ids, category, the keys and strings of
+``retrieval_details``) a NUL character (PostgreSQL text and JSONB reject it) becomes U+FFFD,
+and so does a lone surrogate (no UTF-8 encoder accepts it; a surrogate *pair* becomes the
+character it encodes). Other control characters are kept: every store accepts them, and a
+query's newlines and tabs are part of what the agent asked. Non-finite floats in
+``retrieval_details`` become null, anything that is not JSON becomes its ``str()``, and the
+details carry a version. Cleaning never makes a text longer, so a record that passed
+``validate_invocation`` still does.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import fields, replace
 from datetime import UTC, datetime
@@ -21,52 +28,70 @@ from lookup_knowledge.application.ports import (
 
 _REPLACEMENT = "\ufffd"
 _MAX_DEPTH = 64
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _clean_text(value: str) -> str:
-    return value.replace("\x00", _REPLACEMENT) if "\x00" in value else value
+def clean_text(value: str) -> str:
+    """``value`` with NUL and lone surrogates replaced by U+FFFD (see the module docstring)."""
+    if "\x00" in value:
+        value = value.replace("\x00", _REPLACEMENT)
+    if not value.isascii() and _SURROGATE.search(value):
+        # Pairs become the character they encode; a lone half becomes U+FFFD.
+        value = value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return value
 
 
 def clean_json(value: object, depth: int = 0) -> Any:
     """A JSON-safe copy of ``value`` (see the module docstring)."""
     if depth > _MAX_DEPTH:
-        return _clean_text(str(value))
+        return clean_text(str(value))
     if value is None or isinstance(value, bool | int):
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, str):
-        return _clean_text(value)
+        return clean_text(value)
     if isinstance(value, Mapping):
-        return {_clean_text(str(k)): clean_json(v, depth + 1) for k, v in value.items()}
+        return {clean_text(str(k)): clean_json(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
         return [clean_json(v, depth + 1) for v in value]
-    return _clean_text(str(value))
+    return clean_text(str(value))
 
 
 def _utc(at: datetime) -> datetime:
     return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
 
 
+_INVOCATION_TEXT = tuple(
+    f.name for f in fields(ToolInvocation) if f.name not in {"id", "retrieval_details", "evidence"}
+)
+_EVIDENCE_TEXT = tuple(f.name for f in fields(EvidenceRecord))
+
+
+def _clean_fields(record: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    """The cleaned value of every text field of ``record`` that cleaning changes."""
+    changes: dict[str, Any] = {}
+    for name in names:
+        value = getattr(record, name)
+        if isinstance(value, str):
+            cleaned = clean_text(value)
+            if cleaned != value:
+                changes[name] = cleaned
+    return changes
+
+
 def clean_invocation(invocation: ToolInvocation) -> ToolInvocation:
+    """A storable copy of a (validated) record: every text field cleaned, times in UTC."""
     details = clean_json(dict(invocation.retrieval_details))
     details.setdefault("version", RETRIEVAL_DETAILS_VERSION)
-
-    def text(value: str | None) -> str | None:
-        return None if value is None else _clean_text(value)
-
+    changes = _clean_fields(invocation, _INVOCATION_TEXT)
     return replace(
         invocation,
+        **changes,
         id=invocation.id.lower(),
         started_at=_utc(invocation.started_at),
-        query=_clean_text(invocation.query),
-        error_message=text(invocation.error_message),
-        filter_applied=text(invocation.filter_applied),
         retrieval_details=details,
-        evidence=tuple(
-            replace(e, source=_clean_text(e.source), document_id=_clean_text(e.document_id))
-            for e in invocation.evidence
-        ),
+        evidence=tuple(replace(e, **_clean_fields(e, _EVIDENCE_TEXT)) for e in invocation.evidence),
     )
 
 

@@ -16,7 +16,16 @@ dead process left behind in the same directory). While the spool is not empty, n
 records queue behind it, so a session's ``seq`` follows the order of its lookups.
 After a failure, the database is left alone for a backoff interval (doubling up to
 ``backoff_max_s``), so that a dead database costs a lookup one failed attempt, not one per
-call; ``flush`` ignores the backoff.
+call; ``flush`` ignores the backoff. A background thread replays the spool once the backoff
+allows, so records do not stay spooled in a process that has stopped recording.
+
+``pending_count`` counts this process's spooled records and the records of the other spool
+files in the directory (other processes' live spools, orphans not adopted yet) that the
+database does not hold yet; ``flush`` waits for those too. A Verifier in another process
+is therefore never told "unknown, conclusive" about a record that is only spooled.
+
+After ``close`` a record is still kept: it goes to a spool file of its own, left for the
+next recorder on the directory to adopt, and ``record`` returns ``SPOOLED``.
 """
 
 from __future__ import annotations
@@ -27,7 +36,8 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +63,8 @@ E = invocation_evidence
 logger = logging.getLogger(__name__)
 
 _COMPACT_EVERY = 256
+_IDLE_WAKE_S = 60.0  # the background drainer's check for a recorder nobody closed
+_ID_CHUNK = 500
 
 
 def session_lock_key(session_id: str) -> int:
@@ -128,9 +140,15 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
         max_seq_retries: int = 20,
         fsync: bool = True,
         monotonic: Callable[[], float] = time.monotonic,
+        background_drain_s: float | None = 1.0,
     ) -> None:
+        """``background_drain_s``: while records are spooled, the background drainer looks
+        at least this often (in real seconds) whether the backoff is over; ``None``: no
+        background drainer (records are replayed by ``record`` and ``flush`` only)."""
         if backoff_initial_s < 0 or backoff_max_s < backoff_initial_s:
             raise ValueError("need 0 <= backoff_initial_s <= backoff_max_s")
+        if background_drain_s is not None and not background_drain_s > 0:
+            raise ValueError("background_drain_s must be > 0 or None")
         if max_seq_retries < 1:
             raise ValueError("max_seq_retries must be >= 1")
         self._engine = engine
@@ -148,10 +166,23 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
         self._max_seq_retries = max_seq_retries
         self._monotonic = monotonic
         self._closed = False
+        self._fsync = fsync
+        self._background_s = background_drain_s
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._drainer: threading.Thread | None = None
         if replay_on_start:
             self._spool.adopt_orphans()
             if len(self._spool):
                 self._drain(respect_backoff=False, blocking=True)
+        if background_drain_s is not None:
+            self._drainer = threading.Thread(
+                target=_drain_in_background,
+                args=(weakref.ref(self), self._stop, self._wake),
+                name=f"audit-spool-drainer-{self._spool.path.stem}",
+                daemon=True,
+            )
+            self._drainer.start()
 
     # ------------------------------------------------------------------ port
 
@@ -164,34 +195,59 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
                 self._failures += 1
                 self._spool.reject_record(invocation, str(error))
             raise
-        if self._closed:
-            raise AuditError("the audit recorder is closed")
         clean = clean_invocation(invocation)
+        if self._closed:
+            return self._keep(clean)
         if len(self._spool):
             self._drain(respect_backoff=True, blocking=False)
         with self._lock:
             if len(self._spool) or self._in_backoff():
                 # Behind the queue: keeps the session's order.
-                self._spool.append(clean)
-                return RecordOutcome.SPOOLED
+                return self._keep(clean)
         try:
             inserted = self._write(clean)
         except Exception as error:  # noqa: BLE001 - any failure: the record must not be lost
             self._note_failure(error, clean.id, "write")
-            with self._lock:
-                self._spool.append(clean)  # raises AuditError only if the disk refuses
-            return RecordOutcome.SPOOLED
+            return self._keep(clean)
         self._note_success(inserted)
         return RecordOutcome.COMMITTED
 
+    def _keep(self, clean: ToolInvocation) -> RecordOutcome:
+        """Spool ``clean`` durably; raises ``AuditError`` only if the disk refuses."""
+        with self._lock:
+            if not self._closed:
+                self._spool.append(clean)
+                self._wake.set()
+                return RecordOutcome.SPOOLED
+        # Closed (a lookup that was in flight): a spool file of its own, left unlocked
+        # for the next recorder on this directory to adopt.
+        late = Spool(self._spool.directory, fsync=self._fsync)
+        try:
+            late.append(clean)
+        finally:
+            late.close()
+        logger.warning(
+            "audit record arrived after the recorder was closed; kept in the spool %s",
+            late.path.name,
+            extra={"invocation_id": clean.id},
+        )
+        return RecordOutcome.SPOOLED
+
     def flush(self, session_id: str | None = None, timeout_s: float = 10.0) -> bool:
+        """Replay this process's spool (adopting orphans first), then wait, up to
+        ``timeout_s``, until no record (of the session) is pending anywhere in the spool
+        directory, including live spools of other processes."""
         deadline = self._monotonic() + max(0.0, timeout_s)
         pause = 0.05
-        self._spool.adopt_orphans()
         while True:
+            if self._closed:
+                return self.pending_count(session_id) == 0
+            self._spool.adopt_orphans()
             if self._spool.pending(session_id):
                 self._drain(respect_backoff=False, blocking=True)
-            if not self._spool.pending(session_id):
+            if not self._spool.pending(session_id) and not self._foreign_pending(
+                session_id, respect_backoff=False
+            ):
                 return True
             remaining = deadline - self._monotonic()
             if remaining <= 0:
@@ -200,7 +256,38 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
             pause = min(pause * 2, 1.0)
 
     def pending_count(self, session_id: str | None = None) -> int:
-        return self._spool.pending(session_id)
+        """Records (of the session) spooled here, plus those in the directory's other
+        spool files that the database does not hold (all of them if it cannot tell)."""
+        if self._closed:  # what this spool held is on disk now, perhaps adopted since
+            return self._foreign_pending(session_id)
+        foreign = self._foreign_pending(session_id)
+        return self._spool.pending(session_id) + foreign
+
+    def _foreign_pending(self, session_id: str | None, *, respect_backoff: bool = True) -> int:
+        foreign = self._spool.foreign_ids(session_id)
+        if not foreign:
+            return 0
+        if not self._closed:
+            # Read after the scan: a record adopted into this spool meanwhile is seen here.
+            foreign.difference_update(self._spool.pending_ids(session_id))
+        return len(foreign - self._committed_ids(foreign, respect_backoff=respect_backoff))
+
+    def _committed_ids(self, ids: Collection[str], *, respect_backoff: bool = True) -> set[str]:
+        """Which of ``ids`` the database holds; none when it cannot be asked (now)."""
+        if not ids or (respect_backoff and self._in_backoff()):
+            return set()
+        found: set[str] = set()
+        wanted = sorted(ids)
+        try:
+            with self._engine.connect() as conn:
+                for start in range(0, len(wanted), _ID_CHUNK):
+                    chunk = [uuid.UUID(i) for i in wanted[start : start + _ID_CHUNK]]
+                    rows = conn.execute(select(T.c.id).where(T.c.id.in_(chunk))).scalars()
+                    found.update(str(r).lower() for r in rows)
+        except (SQLAlchemyError, ValueError) as error:
+            logger.debug("cannot check spooled ids against the audit database: %s", error)
+            return set()
+        return found
 
     def failure_count(self) -> int:
         return self._failures
@@ -217,10 +304,35 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
         return self._spool.directory
 
     def close(self) -> None:
-        """Stop; spooled records stay on disk and are replayed by the next recorder."""
+        """Stop; spooled records stay on disk and are replayed by the next recorder.
+
+        Waits for the background drainer (and a replay in progress) to finish. A record
+        arriving later is still spooled (see ``record``)."""
+        self._stop.set()
+        self._wake.set()
+        drainer = self._drainer
+        if drainer is not None and drainer is not threading.current_thread():
+            drainer.join()
         with self._replay_lock, self._lock:
+            if self._closed:
+                return
             self._closed = True
             self._spool.close()
+
+    def _background_step(self) -> float:
+        """One round of the background drainer: replay if records are pending and the
+        backoff is over. Returns how long to wait (real seconds) before the next round;
+        a spooled record ends the wait early."""
+        poll = self._background_s or _IDLE_WAKE_S
+        if self._closed or not len(self._spool):
+            return _IDLE_WAKE_S
+        if self._in_backoff():
+            return min(max(self._retry_at - self._monotonic(), 0.0), poll)
+        try:
+            self._drain(respect_backoff=True, blocking=False)
+        except Exception:  # a drainer that dies would leave records spooled until a flush
+            logger.exception("background replay of the audit spool failed")
+        return poll if len(self._spool) else _IDLE_WAKE_S
 
     # ------------------------------------------------------------------ replay
 
@@ -241,7 +353,7 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
         try:
             while True:
                 with self._lock:
-                    if respect_backoff and self._in_backoff():
+                    if self._closed or (respect_backoff and self._in_backoff()):
                         return False
                     entry = self._spool.head()
                 if entry is None:
@@ -355,3 +467,18 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
             self._committed += int(inserted)
             self._backoff = 0.0
             self._retry_at = 0.0
+
+
+def _drain_in_background(
+    ref: weakref.ref[SqlToolInvocationRecorder], stop: threading.Event, wake: threading.Event
+) -> None:
+    """The background drainer: holds the recorder weakly, so a recorder nobody closed
+    can still be collected (its spool file is then released for adoption)."""
+    while not stop.is_set():
+        wake.clear()
+        recorder = ref()
+        if recorder is None:
+            return
+        delay = recorder._background_step()
+        del recorder
+        wake.wait(delay)

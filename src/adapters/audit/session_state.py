@@ -3,15 +3,19 @@
 A session's domains are loaded from the store once per process (so a session that moves
 between workers, or survives a restart, keeps its history) and then kept in memory and
 extended by the lookups this process runs. If the store cannot be read, the in-memory
-view is used and the load is retried on the next call: a lookup never fails for it.
+view is used: a lookup never fails for it. After such a failure the store is left alone
+for a backoff interval (``backoff_initial_s``, doubling up to ``backoff_max_s``, reset by a
+success), and then one call at a time probes it, so a dead database costs a lookup no
+connection attempts (rather than two, each up to the connect timeout), not one per call.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from lookup_knowledge.application.audit import AuditQueries
 from lookup_knowledge.application.ports import SessionStatePort
@@ -29,13 +33,54 @@ class _Entry:
 
 
 class AuditSessionState(SessionStatePort):
-    def __init__(self, queries: AuditQueries, *, max_sessions: int = 10_000) -> None:
+    def __init__(
+        self,
+        queries: AuditQueries,
+        *,
+        max_sessions: int = 10_000,
+        backoff_initial_s: float = 1.0,
+        backoff_max_s: float = 30.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         if max_sessions < 1:
             raise ValueError("max_sessions must be >= 1")
+        if backoff_initial_s < 0 or backoff_max_s < backoff_initial_s:
+            raise ValueError("need 0 <= backoff_initial_s <= backoff_max_s")
         self._queries = queries
         self._max = max_sessions
         self._sessions: OrderedDict[str, _Entry] = OrderedDict()
         self._lock = threading.Lock()
+        self._backoff_initial = backoff_initial_s
+        self._backoff_max = backoff_max_s
+        self._down = False  # the last read of the store failed
+        self._backoff = 0.0
+        self._retry_at = 0.0
+        self._probing = False
+        self._monotonic = monotonic
+
+    def _may_query(self) -> bool:
+        """Under ``_lock``. While the store is believed down: not before the backoff is
+        over, and then one probe at a time (the caller reports back via ``_loaded``)."""
+        if not self._down:
+            return True
+        if self._probing or self._monotonic() < self._retry_at:
+            return False
+        self._probing = True
+        return True
+
+    def _loaded(self, ok: bool) -> None:
+        with self._lock:
+            self._probing = False
+            if ok:
+                self._down = False
+                self._backoff = 0.0
+                self._retry_at = 0.0
+                return
+            self._backoff = (
+                min(self._backoff * 2, self._backoff_max) if self._down else self._backoff_initial
+            )
+            self._down = True
+            self._retry_at = self._monotonic() + self._backoff
 
     def _entry(self, session_id: str) -> _Entry:
         with self._lock:
@@ -46,16 +91,25 @@ class AuditSessionState(SessionStatePort):
                     self._sessions.popitem(last=False)
             else:
                 self._sessions.move_to_end(session_id)
-            if entry.loaded:
+            if entry.loaded or not self._may_query():
                 return entry
         try:
             stored = self._queries.session_domains(session_id)
         except LookupKnowledgeError as error:
+            self._loaded(False)
             logger.warning(
                 "session domains unavailable from the audit store; using memory",
-                extra={"session_id": session_id, "error": str(error)},
+                extra={
+                    "session_id": session_id,
+                    "error": str(error),
+                    "retry_in_s": self._backoff,
+                },
             )
             return entry
+        except BaseException:
+            self._loaded(False)
+            raise
+        self._loaded(True)
         with self._lock:
             if not entry.loaded:
                 entry.domains = [*stored, *(d for d in entry.domains if d not in stored)]

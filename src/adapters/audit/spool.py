@@ -7,15 +7,23 @@ skipped: never fatal.
 
 One directory may serve several processes (workers of one host). Every ``Spool`` writes
 its own file ``spool-<token>.jsonl`` and holds an exclusive ``flock`` on it for its
-lifetime; a file nobody holds is an orphan of a process that died, and is adopted
-(its records moved into this spool, then the file removed) at start-up and on flush.
-Files only become visible under the ``spool-*.jsonl`` name once locked, and rewrites
-replace the file by an already-locked one, so a live spool is never adopted. Without
-``fcntl`` (not POSIX) orphans are not adopted automatically.
+lifetime; a file nobody holds is an orphan of a process that died (or of a closed
+recorder), and is adopted (its records moved into this spool, then the file removed) at
+start-up and on flush. Files only become visible under the ``spool-*.jsonl`` name once
+locked, and rewrites replace the file by an already-locked one; an adopter checks, once
+it holds the lock, that the file it locked is still the one at that name (a rewrite may
+have replaced it meanwhile), so a live spool is never adopted. The records of several
+orphans are merged in ``started_at`` order (each file's own order kept), so a session's
+records replay in the order of its lookups whichever process ran them. Without ``fcntl``
+(not POSIX) orphans are not adopted automatically.
+
+Other processes' spools are readable (``foreign_ids``), so that one process can tell
+that records of a session are still pending in another.
 """
 
 from __future__ import annotations
 
+import heapq
 import json
 import logging
 import os
@@ -23,12 +31,13 @@ import threading
 import uuid
 import zlib
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from lookup_knowledge.adapters.audit.codec import from_json, to_json
+from lookup_knowledge.adapters.audit.codec import clean_invocation, from_json, to_json
 from lookup_knowledge.application.audit import validate_invocation
 from lookup_knowledge.application.ports import ToolInvocation
 from lookup_knowledge.domain.errors import AuditError
@@ -44,6 +53,7 @@ FORMAT_VERSION = 1
 SPOOL_PREFIX = "spool-"
 SPOOL_SUFFIX = ".jsonl"
 REJECTED_NAME = "rejected.jsonl"
+_SCAN_ATTEMPTS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +114,15 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _session_needle(session_id: str) -> str:
+    """How ``encode`` writes the session id: a cheap filter before decoding a line."""
+    return '"session_id":' + json.dumps(session_id, ensure_ascii=True)
+
+
+def _open_for_reading(path: Path) -> IO[str]:
+    return open(path, encoding="ascii", errors="replace", newline="")
+
+
 def _try_lock(handle: IO[Any]) -> bool:
     if fcntl is None:  # pragma: no cover
         return True
@@ -125,6 +144,7 @@ class Spool:
         self._handle: IO[str] | None = None
         self._dirty = False
         self._rejected = 0
+        self._closed = False
         self._lock = threading.RLock()
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -154,8 +174,65 @@ class Spool:
                 return len(self._entries)
             return sum(1 for e in self._entries if e.session_id == session_id)
 
+    def pending_ids(self, session_id: str | None = None) -> list[str]:
+        with self._lock:
+            return [
+                e.invocation.id
+                for e in self._entries
+                if session_id is None or e.session_id == session_id
+            ]
+
+    def foreign_ids(self, session_id: str | None = None) -> set[str]:
+        """Ids of the records (of ``session_id``) in the directory's other spool files
+        (all of them once this spool is closed).
+
+        Those are live spools of other processes, and orphans not adopted yet. Read-only,
+        without locks; a damaged or half-written line is skipped. When a file vanishes
+        while it is read (adopted or emptied meanwhile; its records moved on or reached
+        the database), the directory is read again, and the ids found are the union.
+        """
+        needle = None if session_id is None else _session_needle(session_id)
+        ids: set[str] = set()
+        for _ in range(_SCAN_ATTEMPTS):
+            vanished = False
+            for path in self._other_files():
+                try:
+                    with _open_for_reading(path) as handle:
+                        for line in handle:
+                            if needle is not None and needle not in line:
+                                continue
+                            try:
+                                invocation = decode(line)
+                            except ValueError:
+                                continue
+                            if session_id is None or invocation.session_id == session_id:
+                                ids.add(invocation.id.lower())
+                except FileNotFoundError:
+                    vanished = True
+                except OSError as error:
+                    logger.warning("cannot read audit spool %s: %s", path, error)
+            if not vanished:
+                break
+        return ids
+
+    def _other_files(self) -> list[Path]:
+        """The directory's spool files but this spool's own (while it is open: once closed,
+        the file it left is one more file that another spool may adopt)."""
+        own = "" if self._closed else self.path.name
+        try:
+            return sorted(
+                p for p in self.directory.glob(f"{SPOOL_PREFIX}*{SPOOL_SUFFIX}") if p.name != own
+            )
+        except OSError as error:
+            logger.warning("cannot list the audit spool directory %s: %s", self.directory, error)
+            return []
+
     def rejected_count(self) -> int:
         return self._rejected
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def head(self) -> SpoolEntry | None:
         with self._lock:
@@ -164,18 +241,27 @@ class Spool:
     # ------------------------------------------------------------------ writing
 
     def append(self, invocation: ToolInvocation) -> None:
-        """Durably append one record; raises ``AuditError`` when the disk refuses."""
-        line = encode(invocation)
+        """Durably append one record; raises ``AuditError`` when the disk refuses or the
+        spool is closed."""
+        self._append_all([invocation])
+
+    def _append_all(self, invocations: Iterable[ToolInvocation]) -> None:
+        """Durably append records (one fsync for all of them)."""
+        entries = [SpoolEntry(encode(i), i) for i in invocations]
+        if not entries:
+            return
         with self._lock:
+            if self._closed:
+                raise AuditError(f"the audit spool {self.path} is closed")
             try:
                 handle = self._handle or self._open_own()
-                handle.write(line)
+                handle.writelines(e.line for e in entries)
                 handle.flush()
                 if self._fsync:
                     os.fsync(handle.fileno())
             except OSError as error:
                 raise AuditError(f"cannot write the audit spool {self.path}: {error}") from error
-            self._entries.append(SpoolEntry(line, invocation))
+            self._entries.extend(entries)
 
     def pop_head(self, entry: SpoolEntry) -> None:
         """Forget ``entry`` (now in the database); the file catches up on ``compact``."""
@@ -229,7 +315,7 @@ class Spool:
     def compact(self) -> None:
         """Rewrite the own file to hold exactly the pending entries (atomic replace)."""
         with self._lock:
-            if not self._dirty:
+            if not self._dirty or self._closed:
                 return
             if not self._entries:
                 self._drop_own()
@@ -296,54 +382,93 @@ class Spool:
         """
         if fcntl is None:  # pragma: no cover
             return 0
-        adopted = 0
         with self._lock:
-            own = self.path.name
-            candidates = sorted(
-                p for p in self.directory.glob(f"{SPOOL_PREFIX}*{SPOOL_SUFFIX}") if p.name != own
-            )
-            for path in candidates:
-                adopted += self._adopt(path)
-        return adopted
+            if self._closed:
+                return 0
+            return self._adopt(*self._other_files())
 
-    def _adopt(self, path: Path) -> int:
+    def _adopt(self, *paths: Path) -> int:
+        """Adopt those of ``paths`` that are orphans, merged in ``started_at`` order."""
+        with self._lock:
+            orphans: list[tuple[Path, IO[str], list[ToolInvocation]]] = []
+            try:
+                for path in paths:
+                    handle = self._lock_orphan(path)
+                    if handle is None:
+                        continue
+                    orphans.append((path, handle, []))
+                    orphans[-1][2].extend(self._read_orphan(path, handle))
+                # Oldest first; each file keeps its own order, ties go to the older file.
+                orphans.sort(
+                    key=lambda o: (o[2][0].started_at.timestamp() if o[2] else 0.0, o[0].name)
+                )
+                merged = heapq.merge(*(o[2] for o in orphans), key=lambda i: i.started_at)
+                self._append_all(merged)  # durable here before the orphans go
+                for path, _, _ in orphans:
+                    path.unlink(missing_ok=True)
+                if orphans and self._fsync:
+                    _fsync_dir(self.directory)
+            finally:
+                for _, handle, _ in orphans:
+                    handle.close()
+        for path, _, good in orphans:
+            if good:
+                logger.warning(
+                    "adopted %d audit record(s) from orphaned spool %s", len(good), path.name
+                )
+        return sum(len(good) for _, _, good in orphans)
+
+    @staticmethod
+    def _lock_orphan(path: Path) -> IO[str] | None:
+        """The file at ``path``, open and locked, if it is an orphan; else None."""
         try:
-            handle = open(path, encoding="ascii", errors="replace", newline="")  # noqa: SIM115
+            handle = _open_for_reading(path)
         except FileNotFoundError:
-            return 0
+            return None
         except OSError:
             logger.exception("cannot open audit spool %s", path)
-            return 0
-        with handle:
+            return None
+        try:
             if not _try_lock(handle):
-                return 0  # a live spool of another process
-            if not path.exists():  # adopted and removed by someone else meanwhile
-                return 0
-            good: list[ToolInvocation] = []
-            for number, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    good.append(decode(line))
-                except ValueError as reason:
-                    self.reject(line, f"line {number}: {reason}", path.name)
-            for invocation in good:
-                self.append(invocation)  # durable here before the orphan goes
-            path.unlink()
-            if self._fsync:
-                _fsync_dir(self.directory)
-        if good:
-            logger.warning(
-                "adopted %d audit record(s) from orphaned spool %s", len(good), path.name
-            )
-        return len(good)
+                handle.close()
+                return None  # a live spool of another process
+            locked = os.fstat(handle.fileno())
+            try:
+                current = os.stat(path)
+            except FileNotFoundError:  # adopted and removed by someone else meanwhile
+                handle.close()
+                return None
+            if (locked.st_dev, locked.st_ino) != (current.st_dev, current.st_ino):
+                # The owner rewrote its spool after we opened it: what we locked is the
+                # old, replaced file; the one at ``path`` now is live (or, if its owner
+                # died since, an orphan for the next adoption).
+                handle.close()
+                return None
+        except BaseException:
+            handle.close()
+            raise
+        return handle
+
+    def _read_orphan(self, path: Path, handle: IO[str]) -> list[ToolInvocation]:
+        good: list[ToolInvocation] = []
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                good.append(clean_invocation(decode(line)))
+            except ValueError as reason:
+                self.reject(line, f"line {number}: {reason}", path.name)
+        return good
 
     def close(self) -> None:
         """Release the file: removed when empty, left for adoption when not."""
         with self._lock:
+            if self._closed:
+                return
             self.compact()
             if not self._entries:
                 self._drop_own()
             elif self._handle is not None:
                 self._handle.close()
                 self._handle = None
+            self._closed = True

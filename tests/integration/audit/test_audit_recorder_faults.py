@@ -11,10 +11,12 @@ import json
 import logging
 import shutil
 import sqlite3
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Protocol
+from typing import IO, Protocol
 
 import pytest
 from sqlalchemy import Connection, Engine, func, select, text
@@ -26,12 +28,13 @@ from lookup_knowledge.adapters.audit import (
     create_audit_engine,
     upgrade_database,
 )
+from lookup_knowledge.adapters.audit import spool as spool_module
 from lookup_knowledge.adapters.audit.models import invocation_evidence, tool_invocation
 from lookup_knowledge.adapters.audit.spool import Spool, decode, encode
 from lookup_knowledge.application.audit import InvocationFilter, VerifyCitations
 from lookup_knowledge.application.ports import RecordOutcome, ToolInvocation
 from lookup_knowledge.domain.errors import AuditError
-from tests.support.audit_data import invocation, session
+from tests.support.audit_data import evidence, invocation, session
 from tests.support.postgres import POSTGRES, isolated_schema
 from tests.support.tcp_proxy import TcpProxy, closed_port
 
@@ -108,6 +111,8 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
 
 
 def recorder_for(engine: Engine, spool: Path, **kw: object) -> SqlToolInvocationRecorder:
+    """No backoff; no background drainer (unless asked): outcomes depend on the test only."""
+    kw.setdefault("background_drain_s", None)
     return SqlToolInvocationRecorder(engine, spool, backoff_initial_s=0.0, **kw)  # type: ignore[arg-type]
 
 
@@ -234,11 +239,15 @@ def test_a_live_spool_is_not_adopted_by_another_recorder(tmp_path: Path) -> None
     dead = create_audit_engine(f"postgresql+psycopg://postgres@127.0.0.1:{closed_port()}/x")
     first = recorder_for(dead, spool)
     first.record(invocation(session()))
+    [live] = spool_files(spool)
     second = recorder_for(dead, spool)
+    assert second.flush(timeout_s=0) is False  # flush adopts orphans, not live spools
+    assert spool_files(spool) == [live]  # still owned by the first (it holds the lock)
     assert first.pending_count() == 1
-    assert second.pending_count() == 0  # still owned by the first (it holds the lock)
+    assert second.pending_count() == 1  # pending in the first's spool: seen, not owned
     first.close()
-    second.flush(timeout_s=0)  # flush adopts orphans
+    second.flush(timeout_s=0)
+    assert not live.exists()  # adopted now
     assert second.pending_count() == 1
     second.close()
     dead.dispose()
@@ -470,3 +479,254 @@ def test_list_after_replay_shows_records_in_lookup_order(db: Database, tmp_path:
     items = SqlAuditQueries(db.direct).list_invocations(InvocationFilter(session_id=sid)).items
     assert [(i.id, i.seq) for i in items] == [(a.id, 1), (b.id, 2)]
     recorder.close()
+
+
+def test_every_text_field_is_cleaned_of_what_a_database_refuses(
+    db: Database, tmp_path: Path
+) -> None:
+    """NUL (PostgreSQL text and JSONB refuse it) and lone surrogates (no UTF-8 encoder
+    takes them) in any stored text become U+FFFD; a surrogate pair becomes its character.
+    Without cleaning such a record is refused by the database and ends in rejected.jsonl."""
+    sid = session()
+    recorder = recorder_for(db.engine, tmp_path / "spool")
+    shown = replace(
+        evidence(1, "doc#chunk-0"),
+        document_id="doc\x00\ud800#chunk-0",
+        doc_id="doc\x00",
+        source="a\udfff.md",
+        category="c\x00",
+    )
+    dirty = replace(
+        invocation(sid),
+        session_id=f"{sid}\x00\ud800",
+        step_id="step\x00",
+        tool_call_id="call-\ud83d\ude00",  # a pair, as two code points
+        query="q\x00\ud800 keeps\ttabs\nand newlines",
+        status="error",
+        error_code="E\x00",
+        error_message="boom \udc00",
+        filter_applied="f\x00",
+        fallback_reason="why\x00",
+        trace_id="t\x00",
+        retrieval_details={"k\ud800": ["v\x00", "\ud83d\ude00"]},
+        evidence=(shown,),
+    )
+    assert recorder.record(dirty) is RecordOutcome.COMMITTED
+    # Spooled (the database away) and replayed later: the same.
+    later = replace(dirty, id=invocation(sid).id, query="later\ud800")
+    db.outage.go_away()
+    try:
+        assert recorder.record(later) is RecordOutcome.SPOOLED
+    finally:
+        db.outage.come_back()
+    assert recorder.flush(timeout_s=10) is True
+    assert recorder.rejected_count() == 0
+
+    detail = SqlAuditQueries(db.direct).get_invocation(dirty.id)
+    s = detail.summary
+    assert s.session_id == f"{sid}\ufffd\ufffd"
+    assert (s.step_id, s.tool_call_id, s.error_code) == ("step\ufffd", "call-😀", "E\ufffd")
+    assert s.query == "q\ufffd\ufffd keeps\ttabs\nand newlines"
+    assert (s.filter_applied, s.fallback_reason) == ("f\ufffd", "why\ufffd")
+    assert (detail.error_message, detail.trace_id) == ("boom \ufffd", "t\ufffd")
+    assert detail.retrieval_details == {"k\ufffd": ["v\ufffd", "😀"], "version": 1}
+    [e] = detail.evidence
+    assert (e.document_id, e.doc_id, e.source, e.category) == (
+        "doc\ufffd\ufffd#chunk-0",
+        "doc\ufffd",
+        "a\ufffd.md",
+        "c\ufffd",
+    )
+    assert SqlAuditQueries(db.direct).get_invocation(later.id).summary.query == "later\ufffd"
+    recorder.close()
+
+
+# --------------------------------------------------------------------------- shared spool dir
+
+
+def test_a_spool_rewritten_while_another_process_adopts_it_is_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The adopter opens a live spool; its owner rewrites it (compaction replaces the
+    file and releases the old one's lock); the adopter then locks the *old* file. It
+    must notice that the file at the name is another one, and leave it alone."""
+    directory = tmp_path / "spool"
+    owner = Spool(directory)
+    first, second, third = (invocation("s") for _ in range(3))
+    owner.append(first)
+    owner.append(second)
+    real_open = spool_module._open_for_reading
+    compacted: list[bool] = []
+
+    def open_then_owner_compacts(path: Path) -> IO[str]:
+        handle = real_open(path)
+        if path == owner.path and not compacted:
+            head = owner.head()
+            assert head is not None
+            owner.pop_head(head)  # `first` reached the database
+            owner.compact()
+            compacted.append(True)
+        return handle
+
+    monkeypatch.setattr(spool_module, "_open_for_reading", open_then_owner_compacts)
+    adopter = Spool(directory)
+    assert adopter.adopt_orphans() == 0
+    monkeypatch.undo()
+    assert compacted
+    assert owner.path.exists()
+    owner.append(third)  # durable, as far as the owner knows
+    adopter.close()
+    owner.close()  # the owner's process ends with records still spooled
+
+    survivor = Spool(directory)
+    survivor.adopt_orphans()
+    assert survivor.pending_ids() == [second.id, third.id]
+    survivor.close()
+
+
+def test_orphans_of_several_dead_processes_replay_in_lookup_order(
+    db: Database, tmp_path: Path
+) -> None:
+    """Two workers served one session and died with records spooled. Their files' names
+    (random tokens) say nothing about time: replay merges them by started_at, keeping
+    each file's own order, so seq follows the order of the lookups."""
+    sid = session()
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    records = [invocation(sid, documents=[f"o{i}#chunk-0"]) for i in range(5)]
+    (spool / f"spool-{'f' * 32}.jsonl").write_text(
+        "".join(encode(records[i]) for i in (0, 2, 4)), encoding="ascii"
+    )
+    (spool / f"spool-{'0' * 32}.jsonl").write_text(
+        "".join(encode(records[i]) for i in (1, 3)), encoding="ascii"
+    )
+
+    recorder = recorder_for(db.engine, spool)
+
+    assert stored(db.direct, sid) == [(r.id, i) for i, r in enumerate(records, 1)]
+    assert spool_files(spool) == []
+    recorder.close()
+
+
+def test_records_in_another_process_live_spool_are_pending_for_a_verifier(
+    db: Database, tmp_path: Path
+) -> None:
+    """The lookup server spooled a record (its database was briefly unreachable); a
+    Verifier in another process must not call the citation "unknown, conclusive"."""
+    sid = session()
+    spool = tmp_path / "spool"
+    dead = create_audit_engine(f"postgresql+psycopg://postgres@127.0.0.1:{closed_port()}/x")
+    server = recorder_for(dead, spool)
+    shown = invocation(sid, documents=["runbooks/a#chunk-0"])
+    acked_late = invocation(sid, documents=["runbooks/b#chunk-0"])
+    elsewhere = recorder_for(db.engine, tmp_path / "elsewhere")
+    assert elsewhere.record(acked_late) is RecordOutcome.COMMITTED  # in the database...
+    elsewhere.close()
+    assert server.record(shown) is RecordOutcome.SPOOLED
+    assert server.record(acked_late) is RecordOutcome.SPOOLED  # ...and in the live spool
+    [live] = spool_files(spool)
+    with open(live, "a", encoding="ascii") as out:
+        out.write('0badc0de {"half a line')  # damaged / half-written: tolerated
+
+    verifier = recorder_for(db.engine, spool)  # another process on the same directory
+    verify = VerifyCitations(SqlAuditQueries(db.direct), verifier, flush_timeout_s=0)
+    report = verify.execute(sid, ["runbooks/a#chunk-0"])
+
+    assert report.unknown == ("runbooks/a#chunk-0",)
+    assert report.pending_in_spool == 1  # `acked_late` is in the database: not pending
+    assert not report.conclusive
+    assert verifier.pending_count() == 1
+    assert verifier.pending_count(session()) == 0
+    assert spool_files(spool) == [live]  # read, not adopted
+
+    server.close()  # the server stops; its spool is an orphan now
+    dead.dispose()
+    report = verify.execute(sid, ["runbooks/a#chunk-0"])  # flush adopts and replays it
+    assert report.valid_ids == ("runbooks/a#chunk-0",)
+    assert report.conclusive
+    assert verifier.rejected_count() == 1  # the damaged line, kept in rejected.jsonl
+    verifier.close()
+
+
+def _wait_until(condition: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+    """Poll (real time, generously bounded) for what another thread does."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def test_an_idle_recorder_replays_its_spool_once_the_backoff_is_over(
+    db: Database, tmp_path: Path
+) -> None:
+    """No further lookups, no flush: the background drainer replays the spool after the
+    backoff (on the recorder's clock, here a fake one), and stops on close."""
+    sid = session()
+    now = [1000.0]
+    clock_reads = [0]
+
+    def clock() -> float:
+        clock_reads[0] += 1
+        return now[0]
+
+    threads_before = set(threading.enumerate())
+    recorder = SqlToolInvocationRecorder(
+        db.engine,
+        tmp_path / "spool",
+        backoff_initial_s=5.0,
+        monotonic=clock,
+        background_drain_s=0.001,
+    )
+    [drainer] = set(threading.enumerate()) - threads_before
+    db.outage.go_away()
+    try:
+        spooled = invocation(sid)
+        assert recorder.record(spooled) is RecordOutcome.SPOOLED
+    finally:
+        db.outage.come_back()
+    failures = recorder.failure_count()
+
+    # The drainer keeps looking, but the backoff is not over: the database is left alone.
+    reads = clock_reads[0]
+    assert _wait_until(lambda: clock_reads[0] > reads + 20)
+    assert recorder.failure_count() == failures
+    assert recorder.pending_count(sid) == 1
+
+    def replayed() -> bool:
+        now[0] += 60.0  # past any backoff (a first attempt may meet a dying pooled link)
+        return recorder.pending_count(sid) == 0
+
+    assert _wait_until(replayed)
+    assert stored(db.direct, sid) == [(spooled.id, 1)]
+    recorder.close()
+    assert not drainer.is_alive()
+
+
+def test_a_record_that_arrives_after_close_is_kept_for_the_next_recorder(
+    db: Database, tmp_path: Path
+) -> None:
+    """A lookup in flight when the recorder closes must not lose its record."""
+    sid = session()
+    spool = tmp_path / "spool"
+    recorder = recorder_for(db.engine, spool)
+    before = invocation(sid, documents=["c0#chunk-0"])
+    late = invocation(sid, documents=["c1#chunk-0"])
+    db.outage.go_away()
+    try:
+        assert recorder.record(before) is RecordOutcome.SPOOLED
+        recorder.close()
+        assert recorder.record(late) is RecordOutcome.SPOOLED  # durable, not an error
+        assert recorder.pending_count(sid) == 2
+        assert len(spool_files(spool)) == 2  # its own file: no live spool to append to
+        assert recorder.flush(sid, timeout_s=0) is False
+    finally:
+        db.outage.come_back()
+    recorder.close()  # idempotent
+
+    successor = recorder_for(db.engine, spool)
+    assert stored(db.direct, sid) == [(before.id, 1), (late.id, 2)]
+    assert spool_files(spool) == []
+    assert recorder.pending_count(sid) == 0  # the closed one sees them gone, too
+    successor.close()
