@@ -47,7 +47,8 @@ from lookup_knowledge.domain.errors import (
 )
 from lookup_knowledge.domain.identity import chunk_key
 from lookup_knowledge.domain.model import SearchMode
-from lookup_knowledge.domain.relevance import ScoreKind
+from lookup_knowledge.domain.relevance import ScoreKind, normalise_relevance
+from lookup_knowledge.domain.settings import RetrievalSettings
 
 DIM = 64
 EMBEDDER = HashingEmbedder(DIM)
@@ -399,6 +400,131 @@ def test_category_filter_keeps_only_that_category(backend: Backend, mode: Search
     billing = run(backend, request_for(mode, "kafka consumer", 20, category_filter="billing"))
     assert billing
     assert {h.metadata["doc_id"] for h in billing} == {INVOICES}
+
+
+MIN_RELEVANCE = RetrievalSettings().min_relevance
+NONSENSE = "zebra giraffe banana smoothie recipe"
+
+
+def evidence_strength(hit: KnowledgeSearchHit) -> float:
+    """What the lookup judges a hit by: its best normalised per-list score."""
+    assert hit.component_scores, f"{hit.identity.evidence_key} carries no component scores"
+    return max(normalise_relevance(score, kind) for kind, score in hit.component_scores)
+
+
+def unrelated_vector(text: str) -> tuple[float, ...]:
+    """The embedding of ``text`` with every direction the corpus spans removed: a query
+    that shares no meaning with any chunk (cosine 0 to all), whatever the embedder."""
+    basis: list[list[float]] = []
+    for record in CORPUS:
+        assert record.vector is not None
+        v = list(record.vector)
+        for b in basis:
+            dot = sum(x * y for x, y in zip(v, b, strict=True))
+            v = [x - dot * y for x, y in zip(v, b, strict=True)]
+        norm = sum(x * x for x in v) ** 0.5
+        if norm > 1e-9:
+            basis.append([x / norm for x in v])
+    q = list(EMBEDDER.embed_query(text))
+    for b in basis:
+        dot = sum(x * y for x, y in zip(q, b, strict=True))
+        q = [x - dot * y for x, y in zip(q, b, strict=True)]
+    norm = sum(x * x for x in q) ** 0.5
+    assert norm > 0.1, "the corpus spans nearly every direction: use a larger DIM"
+    return tuple(x / norm for x in q)
+
+
+def test_hybrid_hits_carry_the_raw_score_of_each_list_that_found_them(
+    backend: Backend,
+) -> None:
+    query, per_list = "kafka consumer lag", 10  # top_k * group_size hits from each list
+    hybrid = run(backend, request_for(SearchMode.HYBRID, query, per_list))
+    everything = len(CORPUS)
+    dense = {
+        h.identity.evidence_key: h.score for h in run(backend, dense_request(query, everything))
+    }
+    sparse = {
+        h.identity.evidence_key: h.score
+        for h in run(backend, request_for(SearchMode.SPARSE, query, everything))
+    }
+    dense_cut = sorted(dense.values(), reverse=True)[per_list - 1]
+    sparse_cut = sorted((abs(v) for v in sparse.values()), reverse=True)[
+        min(per_list, len(sparse)) - 1
+    ]
+    assert hybrid
+    for hit in hybrid:
+        key = hit.identity.evidence_key
+        components = dict(hit.component_scores)
+        assert len(components) == len(hit.component_scores), hit.component_scores
+        assert set(components) <= {ScoreKind.COSINE, ScoreKind.BM25}, hit.component_scores
+        assert components, f"{key} carries no component scores"
+        if ScoreKind.COSINE in components:
+            assert components[ScoreKind.COSINE] == pytest.approx(dense[key], abs=1e-5)
+        else:  # not among the dense list's best
+            assert dense[key] <= dense_cut + 1e-5
+        if ScoreKind.BM25 in components:
+            assert components[ScoreKind.BM25] == pytest.approx(sparse[key], rel=1e-4)
+        else:  # no query word, or not among the BM25 list's best
+            assert key not in sparse or abs(sparse[key]) <= sparse_cut * (1 + 1e-4)
+    both = [h for h in hybrid if len(h.component_scores) == 2]
+    assert both, "the kafka chunks are found by both lists"
+    assert both[0].identity.doc_id == KAFKA
+
+
+def test_hybrid_strength_separates_a_nonsense_query_from_a_real_one(backend: Backend) -> None:
+    nonsense = KnowledgeSearchRequest(
+        query_text=NONSENSE,
+        top_k=10,
+        mode=SearchMode.HYBRID,
+        query_vector=unrelated_vector(NONSENSE),
+    )
+    hits = run(backend, nonsense)
+    assert hits, "dense search returns its nearest chunks however far they are"
+    # The fused score only says where a hit ranked: the first still looks relevant ...
+    assert normalise_relevance(hits[0].score, hits[0].score_kind) >= MIN_RELEVANCE
+    # ... its own list scores say it is not evidence.
+    assert max(evidence_strength(h) for h in hits) < MIN_RELEVANCE
+    assert all(ScoreKind.BM25 not in dict(h.component_scores) for h in hits)  # no shared word
+
+    real = run(backend, request_for(SearchMode.HYBRID, "kafka consumer lag", 10))
+    assert real[0].identity.doc_id == KAFKA
+    assert evidence_strength(real[0]) >= MIN_RELEVANCE
+    assert {kind for kind, _score in real[0].component_scores} == {
+        ScoreKind.COSINE,
+        ScoreKind.BM25,
+    }
+
+
+@pytest.mark.parametrize("group_size", [None, 2])
+def test_hybrid_component_scores_survive_grouping_and_late_materialisation(
+    backend: Backend, group_size: int | None
+) -> None:
+    request = request_for(
+        SearchMode.HYBRID, "kafka consumer lag", 3, group_size=group_size, include_content=False
+    )
+    hits = run(backend, request)
+    assert hits
+    assert all(h.content is None for h in hits)
+    assert all(h.component_scores for h in hits), [h.identity.evidence_key for h in hits]
+    assert evidence_strength(hits[0]) >= MIN_RELEVANCE
+
+
+def test_hybrid_grouping_applies_to_the_fused_list(backend: Backend) -> None:
+    """Grouping cuts the fused list; it does not change how a hit was fused. (Lists
+    grouped before fusion would keep different chunks of a document in each list.)"""
+    query = "kafka consumer lag"
+    plain = run(backend, request_for(SearchMode.HYBRID, query, 6))  # 6 hits from each list
+    grouped = run(backend, request_for(SearchMode.HYBRID, query, 3, group_size=2))  # 3 * 2
+    fused = {h.identity.evidence_key: h for h in plain}
+    assert [h.identity.evidence_key for h in grouped[:2]] == [
+        h.identity.evidence_key for h in plain[:2]
+    ]
+    for hit in grouped:
+        key = hit.identity.evidence_key
+        if key not in fused:
+            continue  # below the plain top 6, kept because its document was still open
+        assert hit.score == pytest.approx(fused[key].score, rel=1e-6)
+        assert dict(hit.component_scores) == pytest.approx(dict(fused[key].component_scores))
 
 
 def test_top_k_bounds_the_hits(backend: Backend) -> None:

@@ -9,6 +9,8 @@ semantics where they show through the port:
   a query term are not hits (score kind ``bm25``, positive);
 - HYBRID: reciprocal rank fusion ``sum 1/(k + rank)`` of the dense and sparse lists
   (score kind ``rrf``), or Milvus' ``WeightedRanker`` formula when weights are set;
+  each hit carries ``component_scores``: the raw cosine and BM25 score of the lists
+  that found it (what its evidence strength is judged by);
 - grouping: at most ``group_size`` hits for each of the first ``top_k`` documents;
 - the category filter is an exact string comparison.
 
@@ -38,6 +40,7 @@ from lookup_knowledge.domain.errors import (
     SearchUnavailable,
     UnsupportedSearchMode,
 )
+from lookup_knowledge.domain.fusion import reciprocal_rank_fusion
 from lookup_knowledge.domain.identity import extract_identity
 from lookup_knowledge.domain.model import SearchMode
 from lookup_knowledge.domain.relevance import ScoreKind
@@ -56,6 +59,14 @@ class _Row:
     tokens: Counter[str]
     length: int
     norm: float
+
+
+#: A ranked row: the row, the score to report and the per-list scores behind a fused one.
+_Scored = tuple[_Row, float, tuple[tuple[ScoreKind, float], ...]]
+
+
+def _plain(scored: list[tuple[_Row, float]]) -> list[_Scored]:
+    return [(row, score, ()) for row, score in scored]
 
 
 def _cosine(a: Sequence[float], b: Sequence[float], norm_b: float) -> float:
@@ -209,10 +220,10 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStorePort):
                     )
             per_list = request.top_k * (request.group_size or 1)
             if mode is SearchMode.DENSE:
-                scored = self._dense(rows, request.query_vector or ())
+                scored = _plain(self._dense(rows, request.query_vector or ()))
                 kind = ScoreKind.COSINE
             elif mode is SearchMode.SPARSE:
-                scored = self._bm25(rows, request.query_text)
+                scored = _plain(self._bm25(rows, request.query_text))
                 kind = ScoreKind.BM25
             else:
                 dense = self._dense(rows, request.query_vector or ())[:per_list]
@@ -221,8 +232,8 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStorePort):
                 kind = ScoreKind.RRF if self._weights is None else ScoreKind.COSINE
             selected = self._select(scored, request.top_k, request.group_size)
             return [
-                self._hit(row, score, kind, rank, request.include_content)
-                for rank, (row, score) in enumerate(selected, 1)
+                self._hit(row, score, components, kind, rank, request.include_content)
+                for rank, (row, score, components) in enumerate(selected, 1)
             ]
 
     def _dense(self, rows: list[_Row], vector: Sequence[float]) -> list[tuple[_Row, float]]:
@@ -257,46 +268,52 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStorePort):
 
     def _fuse(
         self, dense: list[tuple[_Row, float]], sparse: list[tuple[_Row, float]]
-    ) -> list[tuple[_Row, float]]:
-        fused: dict[str, float] = {}
-        rows: dict[str, _Row] = {}
-        for index, ranked in enumerate((dense, sparse)):
-            for rank, (row, score) in enumerate(ranked, 1):
-                key = row.record.evidence_key
-                rows[key] = row
-                if self._weights is None:
-                    contribution = 1.0 / (self._rrf_k + rank)
-                elif index == 0:  # Milvus WeightedRanker: COSINE -> (1 + s) / 2
-                    contribution = self._weights[0] * (1.0 + score) / 2.0
-                else:  # BM25 -> 2/pi * atan(s)
-                    contribution = self._weights[1] * 2.0 / math.pi * math.atan(score)
-                fused[key] = fused.get(key, 0.0) + contribution
-        return sorted(
-            ((rows[k], s) for k, s in fused.items()),
-            key=lambda p: (-p[1], p[0].record.evidence_key),
-        )
+    ) -> list[_Scored]:
+        lists = ((ScoreKind.COSINE, dense), (ScoreKind.BM25, sparse))
+        rows = {row.record.evidence_key: row for _kind, ranked in lists for row, _s in ranked}
+        raw = [{row.record.evidence_key: score for row, score in ranked} for _k, ranked in lists]
+        keys = [[row.record.evidence_key for row, _score in ranked] for _kind, ranked in lists]
+        if self._weights is None:
+            fused = [(f.key, f.score) for f in reciprocal_rank_fusion(keys, self._rrf_k)]
+        else:  # Milvus WeightedRanker: COSINE -> (1 + s) / 2, BM25 -> 2/pi * atan(s)
+            w_dense, w_sparse = self._weights
+            total = {key: w_dense * (1.0 + score) / 2.0 for key, score in raw[0].items()}
+            for key, score in raw[1].items():
+                total[key] = total.get(key, 0.0) + w_sparse * 2.0 / math.pi * math.atan(score)
+            fused = sorted(total.items(), key=lambda p: (-p[1], p[0]))
+        return [
+            (
+                rows[key],
+                score,
+                tuple((kind, raw[i][key]) for i, (kind, _r) in enumerate(lists) if key in raw[i]),
+            )
+            for key, score in fused
+        ]
 
     @staticmethod
-    def _select(
-        scored: list[tuple[_Row, float]], top_k: int, group_size: int | None
-    ) -> list[tuple[_Row, float]]:
+    def _select(scored: list[_Scored], top_k: int, group_size: int | None) -> list[_Scored]:
         if group_size is None:
             return scored[:top_k]
         per_doc: dict[str, int] = {}
-        kept: list[tuple[_Row, float]] = []
-        for row, score in scored:
-            doc = row.record.doc_id
+        kept: list[_Scored] = []
+        for item in scored:
+            doc = item[0].record.doc_id
             if doc not in per_doc and len(per_doc) >= top_k:
                 continue
             if per_doc.get(doc, 0) >= group_size:
                 continue
             per_doc[doc] = per_doc.get(doc, 0) + 1
-            kept.append((row, score))
+            kept.append(item)
         return kept
 
     @staticmethod
     def _hit(
-        row: _Row, score: float, kind: ScoreKind, rank: int, include_content: bool
+        row: _Row,
+        score: float,
+        components: tuple[tuple[ScoreKind, float], ...],
+        kind: ScoreKind,
+        rank: int,
+        include_content: bool,
     ) -> KnowledgeSearchHit:
         record = row.record
         metadata: dict[str, object] = {
@@ -315,6 +332,7 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStorePort):
             identity=extract_identity(metadata, record.evidence_key, rank),
             content=record.text if include_content else None,
             metadata=metadata,
+            component_scores=components,
         )
 
     def fetch_content(self, evidence_keys: Sequence[str]) -> dict[str, str]:

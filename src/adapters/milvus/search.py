@@ -3,20 +3,38 @@
 - DENSE: COSINE over the dense vector field (score kind ``cosine``).
 - SPARSE: the BM25 full-text function on the analysed ``text`` field; the query text
   goes to Milvus as is (score kind ``bm25``; Milvus Lite reports negative scores).
-- HYBRID: ``hybrid_search`` over both, fused by ``RRFRanker(k)`` (score kind ``rrf``),
-  or by ``WeightedRanker(w_dense, w_sparse)`` when weights are configured (its scores
-  are weighted sums of [0, 1]-normalised scores: reported as ``cosine``).
+- HYBRID: the dense and the BM25 search run as two ordinary searches (same filter,
+  ``hybrid_candidates`` or ``top_k * group_size`` hits each) and are fused here by
+  ``reciprocal_rank_fusion(k=rrf_k)`` (score kind ``rrf``), or, when weights are
+  configured, by Milvus' ``WeightedRanker`` formula ``w_d * (1 + cos) / 2 + w_s * 2/pi *
+  atan(|bm25|)`` (a weighted sum of [0, 1]-normalised scores: reported as ``cosine``;
+  ``|bm25|`` because Milvus Lite's BM25 scores are negative). Every hybrid hit carries
+  ``component_scores``: the raw cosine and BM25 score of the lists that found it.
+
+Why not ``hybrid_search``: Milvus fuses inside and returns only the fused score, which
+says where a hit ranked, not how relevant it is (with k=60 the last of 20 hits still
+scores a third of the best, so a nonsense query looks like evidence); the per-list
+scores are discarded. Getting them back would take the hybrid search plus a filtered
+search per list restricted to the returned keys: three round trips instead of two, and
+the same two searches in the end. Two plain searches fused here are simpler and give
+the per-list scores for free.
 
 The category filter is written by ``filters.eq`` only. ``group_size`` asks Milvus to
 group by ``doc_id`` (engine-side grouping); on a server without grouping the adapter
-over-fetches and groups itself, with the same result shape. ``include_content`` False
-leaves the text out of the request: content is fetched for the survivors by
-``fetch_content`` (primary-key lookup).
+over-fetches and groups itself, with the same result shape. In hybrid mode grouping
+follows the fusion, as in ``hybrid_search``: the lists are fetched ungrouped (grouped
+lists would keep different chunks of a document in each list, so a chunk both lists
+found would look found by one) and the fused list is cut to ``group_size`` hits for
+each of the first ``top_k`` documents. ``include_content`` False leaves the text out
+of the request: content is fetched for the survivors by ``fetch_content`` (primary-key
+lookup).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from lookup_knowledge.adapters.milvus.collection import KnowledgeCollection
@@ -48,6 +66,7 @@ from lookup_knowledge.domain.errors import (
     SearchError,
     UnsupportedSearchMode,
 )
+from lookup_knowledge.domain.fusion import reciprocal_rank_fusion
 from lookup_knowledge.domain.identity import extract_identity
 from lookup_knowledge.domain.model import SearchMode
 from lookup_knowledge.domain.relevance import ScoreKind
@@ -57,6 +76,69 @@ MAX_TOP_K = 16384  # Milvus' topk limit
 
 def _fits(value: str, max_bytes: int) -> bool:
     return len(value.encode("utf-8", "surrogatepass")) <= max_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class _Scored:
+    """One result row: the driver's hit (fields by ``get``), the score to report and, for
+    a fused hit, the raw score of each list that found it."""
+
+    row: Any
+    score: float
+    components: tuple[tuple[ScoreKind, float], ...] = ()
+
+
+def _key(hit: Any) -> str | None:
+    key = hit.get(PK)
+    if key is None:
+        key = hit.get("id")  # servers before 2.4 name the key "id"
+    return str(key) if key is not None else None
+
+
+def _distance(hit: Any) -> float:
+    return float(hit.get("distance"))
+
+
+def _strength(hit: Any, kind: ScoreKind) -> float:
+    """Bigger is better (Milvus Lite reports BM25 scores negative)."""
+    return abs(_distance(hit)) if kind is ScoreKind.BM25 else _distance(hit)
+
+
+def _group_select(items: list[_Scored], top_k: int, group: int) -> list[_Scored]:
+    """At most ``group`` items for each of the first ``top_k`` documents, in order."""
+    kept: list[_Scored] = []
+    per_doc: dict[object, int] = {}
+    for item in items:
+        doc = item.row.get(DOC_ID)
+        if doc not in per_doc and len(per_doc) >= top_k:
+            continue
+        if per_doc.get(doc, 0) >= group:
+            continue
+        per_doc[doc] = per_doc.get(doc, 0) + 1
+        kept.append(item)
+    return kept
+
+
+def _weighted(
+    ranked: Sequence[Sequence[str]],
+    scores: Sequence[dict[str, float]],
+    kinds: Sequence[ScoreKind],
+    weights: Sequence[float],
+) -> list[tuple[str, float]]:
+    """Milvus' ``WeightedRanker``: the weighted sum of each list's normalised score
+    (COSINE ``(1 + s) / 2``, BM25 ``2/pi * atan(|s|)``: sign-free, as Lite's is negative);
+    best first, ties by first appearance."""
+    total: dict[str, float] = {}
+    for i, keys in enumerate(ranked):
+        for key in keys:
+            score = scores[i][key]
+            if kinds[i] is ScoreKind.BM25:
+                normalised = 2.0 / math.pi * math.atan(abs(score))
+            else:
+                normalised = (1.0 + score) / 2.0
+            total[key] = total.get(key, 0.0) + weights[i] * normalised
+    first = {key: n for n, key in enumerate(total)}
+    return sorted(total.items(), key=lambda pair: (-pair[1], first[pair[0]]))
 
 
 class MilvusKnowledgeSearch(KnowledgeSearchPort):
@@ -205,7 +287,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
         output_fields = [*LIGHT_FIELDS, TEXT] if request.include_content else list(LIGHT_FIELDS)
         self._collection.ensure_loaded()
         group = request.group_size
-        if group is not None and not server.grouping:
+        if group is not None and not server.grouping and mode is not SearchMode.HYBRID:
             raw = self._client_grouped(request, vector, expression, output_fields, group)
         else:
             raw = self._run(request, vector, expression, output_fields, request.top_k, group)
@@ -222,80 +304,105 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
         output_fields: list[str],
         limit: int,
         group: int | None,
-    ) -> list[Any]:
-        from pymilvus import AnnSearchRequest, RRFRanker, WeightedRanker
-
-        client = self._connection.client()
-        name = self._collection.name
-        timeout = self._connection.timeout_s
-        grouping: dict[str, Any] = {}
-        if group is not None:
-            grouping = {"group_by_field": DOC_ID, "group_size": group, "strict_group_size": False}
+    ) -> list[_Scored]:
         mode = request.mode
         try:
             if mode is SearchMode.DENSE:
-                result = client.search(
-                    name,
-                    data=[vector],
-                    anns_field=DENSE,
-                    limit=limit,
-                    filter=expression,
-                    output_fields=output_fields,
-                    search_params={"metric_type": "COSINE"},
-                    timeout=timeout,
-                    **self._read,
-                    **grouping,
+                found = self._one(DENSE, vector, "COSINE", expression, output_fields, limit, group)
+                return [_Scored(hit, _distance(hit)) for hit in found]
+            if mode is SearchMode.SPARSE:
+                found = self._one(
+                    SPARSE, request.query_text, "BM25", expression, output_fields, limit, group
                 )
-            elif mode is SearchMode.SPARSE:
-                result = client.search(
-                    name,
-                    data=[request.query_text],
-                    anns_field=SPARSE,
-                    limit=limit,
-                    filter=expression,
-                    output_fields=output_fields,
-                    search_params={"metric_type": "BM25"},
-                    timeout=timeout,
-                    **self._read,
-                    **grouping,
-                )
-            else:
-                per_list = self._hybrid_candidates or limit * (group or 1)
-                per_list = min(MAX_TOP_K, max(per_list, limit))
-                requests = [
-                    AnnSearchRequest(
-                        data=[vector],
-                        anns_field=DENSE,
-                        param={"metric_type": "COSINE"},
-                        limit=per_list,
-                        expr=expression or None,
-                    ),
-                    AnnSearchRequest(
-                        data=[request.query_text],
-                        anns_field=SPARSE,
-                        param={"metric_type": "BM25"},
-                        limit=per_list,
-                        expr=expression or None,
-                    ),
-                ]
-                ranker = (
-                    WeightedRanker(*self._weights)
-                    if self._weights is not None
-                    else RRFRanker(self._rrf_k)
-                )
-                result = client.hybrid_search(
-                    name,
-                    requests,
-                    ranker=ranker,
-                    limit=limit,
-                    output_fields=output_fields,
-                    timeout=timeout,
-                    **self._read,
-                    **grouping,
-                )
+                return [_Scored(hit, _distance(hit)) for hit in found]
+            return self._hybrid(request, vector, expression, output_fields, limit, group)
         except DRIVER_ERRORS as error:
             raise translate(error, f"{mode.value} search", self._collection.where) from error
+
+    def _one(
+        self,
+        field: str,
+        data: object,
+        metric: str,
+        expression: str,
+        output_fields: list[str],
+        limit: int,
+        group: int | None,
+    ) -> list[Any]:
+        """One plain search; driver errors propagate (``_run`` translates them)."""
+        grouping: dict[str, Any] = {}
+        if group is not None:
+            grouping = {"group_by_field": DOC_ID, "group_size": group, "strict_group_size": False}
+        result = self._connection.client().search(
+            self._collection.name,
+            data=[data],
+            anns_field=field,
+            limit=limit,
+            filter=expression,
+            output_fields=output_fields,
+            search_params={"metric_type": metric},
+            timeout=self._connection.timeout_s,
+            **self._read,
+            **grouping,
+        )
         return list(result[0]) if result else []
+
+    def _hybrid(
+        self,
+        request: KnowledgeSearchRequest,
+        vector: list[float] | None,
+        expression: str,
+        output_fields: list[str],
+        limit: int,
+        group: int | None,
+    ) -> list[_Scored]:
+        """Dense and BM25 as two searches, fused here so each hit keeps its list scores.
+
+        ``limit`` counts hits, or documents when ``group`` is set. Each list brings
+        ``hybrid_candidates`` hits, by default ``limit * group``, ungrouped; grouping
+        is applied to the fused list.
+        """
+        per_list = min(MAX_TOP_K, max(self._hybrid_candidates or limit * (group or 1), limit))
+        dense = self._one(DENSE, vector, "COSINE", expression, output_fields, per_list, None)
+        sparse = self._one(
+            SPARSE, request.query_text, "BM25", expression, output_fields, per_list, None
+        )
+        fused = self._fuse(((ScoreKind.COSINE, dense), (ScoreKind.BM25, sparse)))
+        if group is None:
+            return fused[:limit]
+        return _group_select(fused, limit, group)
+
+    def _fuse(self, lists: Sequence[tuple[ScoreKind, list[Any]]]) -> list[_Scored]:
+        rows: dict[str, Any] = {}  # key -> the first list's row (both carry the same fields)
+        ranked: list[list[str]] = []
+        scores: list[dict[str, float]] = []
+        for kind, found in lists:
+            # Best first, as each list's own score says (Lite's BM25 is negative).
+            ordered = sorted(found, key=lambda hit: _strength(hit, kind), reverse=True)
+            keys: list[str] = []
+            raw: dict[str, float] = {}
+            for hit in ordered:
+                key = _key(hit)
+                if key is None or key in raw:
+                    continue
+                raw[key] = _distance(hit)
+                keys.append(key)
+                rows.setdefault(key, hit)
+            ranked.append(keys)
+            scores.append(raw)
+        kinds = [kind for kind, _found in lists]
+        if self._weights is None:
+            order = [(f.key, f.score) for f in reciprocal_rank_fusion(ranked, self._rrf_k)]
+        else:
+            order = _weighted(ranked, scores, kinds, self._weights)
+        return [
+            _Scored(
+                rows[key],
+                score,
+                tuple((kinds[i], raw[key]) for i, raw in enumerate(scores) if key in raw),
+            )
+            for key, score in order
+        ]
 
     def _client_grouped(
         self,
@@ -304,38 +411,31 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
         expression: str,
         output_fields: list[str],
         group: int,
-    ) -> list[Any]:
+    ) -> list[_Scored]:
         """Grouping for servers without it: over-fetch, keep ``group`` hits per doc_id
         for the first ``top_k`` documents (the shape Milvus grouping returns)."""
         limit = min(MAX_TOP_K, request.top_k * group * self._oversample)
         while True:
             raw = self._run(request, vector, expression, output_fields, limit, None)
-            kept: list[Any] = []
-            per_doc: dict[object, int] = {}
-            for hit in raw:
-                doc = hit.get(DOC_ID)
-                if doc not in per_doc and len(per_doc) >= request.top_k:
-                    continue
-                if per_doc.get(doc, 0) >= group:
-                    continue
-                per_doc[doc] = per_doc.get(doc, 0) + 1
-                kept.append(hit)
+            kept = _group_select(raw, request.top_k, group)
+            documents = len({item.row.get(DOC_ID) for item in kept})
             exhausted = len(raw) < limit or limit >= MAX_TOP_K
-            if len(per_doc) >= request.top_k or exhausted:
+            if documents >= request.top_k or exhausted:
                 return kept
             limit = min(MAX_TOP_K, limit * 4)
 
-    def _hits(self, raw: list[Any], request: KnowledgeSearchRequest) -> list[KnowledgeSearchHit]:
+    def _hits(
+        self, raw: list[_Scored], request: KnowledgeSearchRequest
+    ) -> list[KnowledgeSearchHit]:
         kind = {
             SearchMode.DENSE: ScoreKind.COSINE,
             SearchMode.SPARSE: ScoreKind.BM25,
             SearchMode.HYBRID: ScoreKind.RRF if self._weights is None else ScoreKind.COSINE,
         }[request.mode]
         hits: list[KnowledgeSearchHit] = []
-        for rank, hit in enumerate(raw, 1):
-            key = hit.get(PK)
-            if key is None:
-                key = hit.get("id")  # servers before 2.4 name the key "id"
+        for rank, item in enumerate(raw, 1):
+            hit = item.row
+            key = _key(hit)
             metadata: dict[str, object] = {}
             for name in LIGHT_FIELDS:
                 value = hit.get(name)
@@ -344,12 +444,13 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
             content = hit.get(TEXT) if request.include_content else None
             hits.append(
                 KnowledgeSearchHit(
-                    id=str(key) if key is not None else None,
-                    score=float(hit.get("distance")),
+                    id=key,
+                    score=item.score,
                     score_kind=kind,
                     identity=extract_identity(metadata, key, rank),
                     content=content if isinstance(content, str) else None,
                     metadata=metadata,
+                    component_scores=item.components,
                 )
             )
         return hits

@@ -133,6 +133,11 @@ def test_one_document_gives_several_separate_evidence_blocks_within_the_cap(
     assert trace["lateMaterialisation"] is late
     payload = result.to_tool_json()
     assert [b["document_id"] for b in payload["evidenceBlocks"]] == ids
+    returned = [r for r in result.rerank_trace if r["outcome"] == "returned"]
+    assert all(r["strength"] >= 0.05 for r in returned)  # min_relevance judges strength
+    if mode is SearchMode.HYBRID:
+        # Judged by the lists' own scores (component_scores), not by the fused rank.
+        assert any(r["strength"] != r["relevance"] for r in result.rerank_trace)
 
 
 def test_late_materialisation_returns_the_same_evidence(knowledge: Knowledge) -> None:
