@@ -47,6 +47,16 @@ app.add_typer(db_app, name="db")
 app.add_typer(config_app, name="config")
 
 
+def _register_eval() -> None:
+    # Imported here so the eval adapters load with the CLI, not with the package.
+    from lookup_knowledge.adapters.evaluation.cli import eval_app
+
+    app.add_typer(eval_app, name="eval", help="Retrieval quality on BEIR collections; replay.")
+
+
+_register_eval()
+
+
 def _console(stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     # Not a terminal (piped, CI, a test): rich would assume 80 columns and fold every table.

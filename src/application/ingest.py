@@ -214,6 +214,10 @@ class KnowledgeStorePort(ABC):
     def count(self) -> int:
         """Rows in the collection (0 when it does not exist yet)."""
 
+    def seal(self) -> None:  # noqa: B027 - optional hook, most stores need nothing
+        """Make what a run wrote searchable at full speed (Milvus: flush the growing
+        segments). Called once at the end of an ingest run that changed something."""
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources."""
 
@@ -458,6 +462,8 @@ class IngestDocuments:
                     "sync", len(seen) + len(report.failures), total, report.chunks_written
                 )
             )
+        if report.chunks_written or report.chunks_deleted:
+            self._store.seal()
         duration_ms = (self._clock.monotonic() - t0) * 1000.0
         notify(
             IngestProgress("done", len(seen) + len(report.failures), total, report.chunks_written)

@@ -630,3 +630,16 @@ def test_a_broken_driver_surfaces_as_search_unavailable(backend: Backend) -> Non
         assert type(cause).__module__.startswith(("pymilvus", "grpc"))
     with pytest.raises(SearchUnavailable):
         broken.fetch_content([f"{KAFKA}#chunk-0"])
+
+
+@pytest.mark.parametrize("mode", list(SearchMode))
+def test_grouping_keeps_documents_with_fewer_chunks_than_the_group_size(
+    backend: Backend, mode: SearchMode
+) -> None:
+    """Grouped top-k = the first k documents of the plain ranking, however many chunks
+    each has (Milvus Lite 3.2's own grouping dropped single-chunk documents)."""
+    query = "kafka consumer lag"
+    wide = run(backend, request_for(mode, query, 40))
+    first_docs = list(dict.fromkeys(h.identity.doc_id for h in wide))[:4]
+    grouped = run(backend, request_for(mode, query, 4, group_size=3))
+    assert list(dict.fromkeys(h.identity.doc_id for h in grouped)) == first_docs

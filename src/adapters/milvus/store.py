@@ -241,6 +241,13 @@ class MilvusKnowledgeStore(KnowledgeStorePort):
             "serverVersion": server.version,
         }
 
+    def seal(self) -> None:
+        """Flush the growing segments: Milvus Lite searches unflushed rows 50-100x slower
+        (measured after a SciFact ingest: 300-600 ms per search before, ~7 ms after)."""
+        if self._layout() is None:
+            return
+        self._call("flush", self._client().flush, self._collection.name)
+
     # ------------------------------------------------------------------ reads
 
     def count(self) -> int:
