@@ -20,7 +20,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from lookup_knowledge.application.ports import ToolInvocation, ToolInvocationRecorder
+from lookup_knowledge.application.ports import (
+    EvidenceRecord,
+    ToolInvocation,
+    ToolInvocationRecorder,
+)
 from lookup_knowledge.domain.errors import AuditError, InvalidInputError
 from lookup_knowledge.domain.model import InvocationStatus
 
@@ -192,21 +196,8 @@ class InvocationSummary:
     duration_ms: float
 
 
-@dataclass(frozen=True, slots=True)
-class EvidenceView:
-    """One evidence row of an invocation, as stored."""
-
-    rank: int
-    document_id: str
-    doc_id: str | None
-    chunk_index: int | None
-    source: str
-    category: str
-    score_before: float
-    score_after: float
-    projected: bool
-    in_context_pack: bool
-    content_hash: str
+EvidenceView = EvidenceRecord
+"""One evidence row of an invocation as stored: exactly the fields it was recorded with."""
 
 
 @dataclass(frozen=True, slots=True)

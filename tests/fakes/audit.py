@@ -157,22 +157,7 @@ def _summary(stored: StoredInvocation) -> InvocationSummary:
 
 
 def _evidence_views(invocation: ToolInvocation) -> list[EvidenceView]:
-    return [
-        EvidenceView(
-            rank=e.rank,
-            document_id=e.document_id,
-            doc_id=e.doc_id,
-            chunk_index=e.chunk_index,
-            source=e.source,
-            category=e.category,
-            score_before=e.score_before,
-            score_after=e.score_after,
-            projected=e.projected,
-            in_context_pack=e.in_context_pack,
-            content_hash=e.content_hash,
-        )
-        for e in sorted(invocation.evidence, key=lambda e: e.rank)
-    ]
+    return sorted(invocation.evidence, key=lambda e: e.rank)
 
 
 class InMemoryAuditQueries(AuditQueries):
