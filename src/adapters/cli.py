@@ -7,7 +7,6 @@ Errors are one line on stderr and a non-zero exit code (2: bad configuration or 
 from __future__ import annotations
 
 import json
-import logging
 import sys
 import uuid
 from dataclasses import asdict, is_dataclass
@@ -23,6 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from lookup_knowledge.adapters.logging_setup import configure_logging
 from lookup_knowledge.domain.errors import (
     ConfigurationError,
     InvalidInputError,
@@ -108,10 +108,8 @@ def _global(
     state.config_file = config
     state.data_dir = data_dir
     state.debug = debug
-    logging.basicConfig(
-        level=logging.DEBUG if debug else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
+    # Until the settings are read (they may be invalid), only warnings and errors.
+    configure_logging("DEBUG" if debug else "WARNING", json_lines=False)
 
 
 def _overrides(extra: dict[str, object] | None = None) -> dict[str, object]:
@@ -125,7 +123,15 @@ def _overrides(extra: dict[str, object] | None = None) -> dict[str, object]:
 def _loaded(extra: dict[str, object] | None = None) -> Any:
     from lookup_knowledge.adapters.config import load_settings
 
-    return load_settings(config_file=state.config_file, overrides=_overrides(extra))
+    loaded = load_settings(config_file=state.config_file, overrides=_overrides(extra))
+    log = loaded.settings.log
+    # log.level governs the product's own loggers; the CLI stays quiet below WARNING
+    # unless asked (--debug, or log.level set by the user).
+    level = "DEBUG" if state.debug else log.level
+    if loaded.sources.get("log.level", "default") == "default" and not state.debug:
+        level = "WARNING"
+    configure_logging(level, json_lines=log.json_)
+    return loaded
 
 
 def _app(extra: dict[str, object] | None = None) -> Any:

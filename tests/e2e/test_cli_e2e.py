@@ -144,7 +144,21 @@ def test_a_user_ingests_looks_up_and_verifies(tmp_path: Path, audit_url: str | N
     runbook_chunks = [i for i in ids if i.startswith("operations/failover.md#")]
     assert 1 <= len(runbook_chunks) <= 2, "per-document cap of 2"
 
-    readable = user.ok("lookup", "ERR-429", "--session", "e2e", "--step", "s2")
+    logged = user.run(
+        "lookup",
+        "ERR-429",
+        "--session",
+        "e2e",
+        "--step",
+        "s2",
+        env={"LOOKUP_KNOWLEDGE_LOG__JSON": "true", "LOOKUP_KNOWLEDGE_LOG__LEVEL": "INFO"},
+    )
+    assert logged.returncode == 0, logged.stderr
+    readable = logged.stdout
+    done = [json.loads(line) for line in logged.stderr.splitlines() if line.startswith("{")]
+    done = [r for r in done if r["message"] == "lookup_knowledge done"]
+    assert len(done) == 1, logged.stderr
+    assert done[0]["invocation_id"] in readable, "logs join the audit row by invocation id"
     assert "product/billing-faq.md" in readable
     assert "invocation" in readable
 
