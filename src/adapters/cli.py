@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
+from lookup_knowledge.adapters.cli_common import console, parse_when
 from lookup_knowledge.adapters.logging_setup import configure_logging
 from lookup_knowledge.domain.errors import (
     ConfigurationError,
@@ -57,16 +57,8 @@ def _register_eval() -> None:
 _register_eval()
 
 
-def _console(stderr: bool = False) -> Console:
-    stream = sys.stderr if stderr else sys.stdout
-    # Not a terminal (piped, CI, a test): rich would assume 80 columns and fold every table.
-    width = None if stream.isatty() else 160
-    # stderr lines are messages: never fold them (an error is one line).
-    return Console(stderr=stderr, width=width, soft_wrap=stderr)
-
-
-out = _console()
-err = _console(stderr=True)
+out = console()
+err = console(stderr=True)
 
 
 class Mode(StrEnum):
@@ -169,16 +161,6 @@ def _row(table: Table, *cells: str | Text) -> None:
 def _excerpt(text: str, width: int = 110) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
-
-
-def _when(value: str | None, name: str) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        raise InvalidInputError(f"{name} must be an ISO date or datetime, got {value!r}") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 # ------------------------------------------------------------------ ingest
@@ -402,7 +384,7 @@ def audit_list(
         session_id=session,
         step_id=step,
         status=status,
-        time_range=TimeRange(_when(since, "--since"), _when(until, "--until")),
+        time_range=TimeRange(parse_when(since, "--since"), parse_when(until, "--until")),
         limit=limit,
         offset=offset,
         newest_first=newest_first,
@@ -515,7 +497,7 @@ def audit_stats(
 
     with _app() as lookup_app:
         summary = lookup_app.audit.quality_summary(
-            TimeRange(_when(since, "--since"), _when(until, "--until")), top
+            TimeRange(parse_when(since, "--since"), parse_when(until, "--until")), top
         )
     data = {
         "count": summary.count,

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -37,6 +36,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from lookup_knowledge.adapters.cli_common import console, parse_when
 from lookup_knowledge.adapters.config import LoadedSettings, load_settings
 from lookup_knowledge.adapters.evaluation.beir import eval_collection_name, load_beir
 from lookup_knowledge.adapters.evaluation.configurations import (
@@ -87,12 +87,6 @@ class ChartFormat(StrEnum):
     none = "none"
 
 
-def _console(stderr: bool = False) -> Console:
-    stream = sys.stderr if stderr else sys.stdout
-    width = None if stream.isatty() else 160
-    return Console(stderr=stderr, width=width)
-
-
 def _root_params(ctx: typer.Context) -> dict[str, Any]:
     """The parent ``lookup-knowledge`` options (``--config``, ``--data-dir``) when this
     sub-app runs under it; nothing when it runs on its own."""
@@ -119,16 +113,6 @@ def _load(
     if collection:
         values["milvus.collection"] = collection
     return load_settings(config_file=root.get("config"), overrides=values)
-
-
-def _when(value: str | None, name: str) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        raise InvalidInputError(f"{name} must be an ISO date or datetime, got {value!r}") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 class _Bar:
@@ -256,7 +240,7 @@ def run(
     from lookup_knowledge.adapters.api import create_app
     from lookup_knowledge.adapters.evaluation.harness import run_eval_for
 
-    out_console, err_console = _console(), _console(stderr=True)
+    out_console, err_console = console(), console(stderr=True)
     names = expand(config or [], preset or [])
     beir = load_beir(
         dataset,
@@ -416,8 +400,8 @@ def replay(
     from lookup_knowledge.adapters.api import create_app
     from lookup_knowledge.adapters.evaluation.harness import replay_for
 
-    out_console, err_console = _console(), _console(stderr=True)
-    start, end = _when(since, "--since"), _when(until, "--until")
+    out_console, err_console = console(), console(stderr=True)
+    start, end = parse_when(since, "--since"), parse_when(until, "--until")
     selection = ReplaySelection(
         session_id=session,
         time_range=TimeRange(start, end) if start is not None or end is not None else None,
@@ -462,7 +446,7 @@ def replay(
 def main() -> None:
     """``python -m lookup_knowledge.adapters.evaluation.cli``: the sub-app on its own,
     with the same exit codes as ``lookup-knowledge`` (2 bad input, 1 anything else)."""
-    err_console = _console(stderr=True)
+    err_console = console(stderr=True)
     try:
         # With standalone_mode=False click *returns* the code of a typer.Exit.
         code = eval_app(standalone_mode=False)
