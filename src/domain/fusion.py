@@ -8,9 +8,13 @@ strength can be judged on the absolute scale of the list that found it.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+import math
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
+
+from lookup_knowledge.domain.errors import InvalidInputError
+from lookup_knowledge.domain.relevance import ScoreKind
 
 K = TypeVar("K", bound=Hashable)
 
@@ -49,3 +53,35 @@ def reciprocal_rank_fusion(
     fused = [Fused(key, scores[key], tuple(ranks[key])) for key in scores]
     fused.sort(key=lambda f: (-f.score, order[f.key]))
     return fused
+
+
+def check_fusion_parameters(rrf_k: int, weights: Sequence[float] | None) -> None:
+    """The rules every hybrid adapter applies to its fusion settings."""
+    if rrf_k < 0:
+        raise InvalidInputError("rrf_k must be >= 0")
+    if weights is not None and (
+        len(weights) != 2 or any(w < 0 for w in weights) or sum(weights) <= 0
+    ):
+        raise InvalidInputError("hybrid_weights must be two non-negative numbers, not both 0")
+
+
+def weighted_score_fusion(
+    ranked: Sequence[Sequence[K]],
+    scores: Sequence[Mapping[K, float]],
+    kinds: Sequence[ScoreKind],
+    weights: Sequence[float],
+) -> list[tuple[K, float]]:
+    """Milvus' ``WeightedRanker``: the weighted sum of each list's normalised score
+    (COSINE ``(1 + s) / 2``, BM25 ``2/pi * atan(|s|)``: sign-free, as Lite's is negative);
+    best first, ties by first appearance."""
+    total: dict[K, float] = {}
+    for i, keys in enumerate(ranked):
+        for key in keys:
+            score = scores[i][key]
+            if kinds[i] is ScoreKind.BM25:
+                normalised = 2.0 / math.pi * math.atan(abs(score))
+            else:
+                normalised = (1.0 + score) / 2.0
+            total[key] = total.get(key, 0.0) + weights[i] * normalised
+    first = {key: n for n, key in enumerate(total)}
+    return sorted(total.items(), key=lambda pair: (-pair[1], first[pair[0]]))

@@ -35,12 +35,15 @@ from lookup_knowledge.application.ports import (
 )
 from lookup_knowledge.domain.errors import (
     IngestError,
-    InvalidInputError,
     SchemaMismatch,
     SearchUnavailable,
     UnsupportedSearchMode,
 )
-from lookup_knowledge.domain.fusion import reciprocal_rank_fusion
+from lookup_knowledge.domain.fusion import (
+    check_fusion_parameters,
+    reciprocal_rank_fusion,
+    weighted_score_fusion,
+)
 from lookup_knowledge.domain.identity import extract_identity
 from lookup_knowledge.domain.model import SearchMode
 from lookup_knowledge.domain.relevance import ScoreKind
@@ -87,14 +90,7 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStorePort):
         bm25_k1: float = 1.2,
         bm25_b: float = 0.75,
     ) -> None:
-        if rrf_k < 0:
-            raise InvalidInputError("rrf_k must be >= 0")
-        if hybrid_weights is not None and (
-            len(hybrid_weights) != 2
-            or any(w < 0 for w in hybrid_weights)
-            or sum(hybrid_weights) <= 0
-        ):
-            raise InvalidInputError("hybrid_weights must be two non-negative numbers, not both 0")
+        check_fusion_parameters(rrf_k, hybrid_weights)
         self._rrf_k = rrf_k
         self._weights = hybrid_weights
         self._modes = frozenset(modes) if modes is not None else _ALL_MODES
@@ -275,12 +271,10 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStorePort):
         keys = [[row.record.evidence_key for row, _score in ranked] for _kind, ranked in lists]
         if self._weights is None:
             fused = [(f.key, f.score) for f in reciprocal_rank_fusion(keys, self._rrf_k)]
-        else:  # Milvus WeightedRanker: COSINE -> (1 + s) / 2, BM25 -> 2/pi * atan(s)
-            w_dense, w_sparse = self._weights
-            total = {key: w_dense * (1.0 + score) / 2.0 for key, score in raw[0].items()}
-            for key, score in raw[1].items():
-                total[key] = total.get(key, 0.0) + w_sparse * 2.0 / math.pi * math.atan(score)
-            fused = sorted(total.items(), key=lambda p: (-p[1], p[0]))
+        else:  # the same WeightedRanker formula as the Milvus adapter
+            fused = weighted_score_fusion(
+                keys, raw, [kind for kind, _ranked in lists], self._weights
+            )
         return [
             (
                 rows[key],

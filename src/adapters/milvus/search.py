@@ -32,7 +32,6 @@ lookup).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -66,7 +65,11 @@ from lookup_knowledge.domain.errors import (
     SearchError,
     UnsupportedSearchMode,
 )
-from lookup_knowledge.domain.fusion import reciprocal_rank_fusion
+from lookup_knowledge.domain.fusion import (
+    check_fusion_parameters,
+    reciprocal_rank_fusion,
+    weighted_score_fusion,
+)
 from lookup_knowledge.domain.identity import extract_identity
 from lookup_knowledge.domain.model import SearchMode
 from lookup_knowledge.domain.relevance import ScoreKind
@@ -119,28 +122,6 @@ def _group_select(items: list[_Scored], top_k: int, group: int) -> list[_Scored]
     return kept
 
 
-def _weighted(
-    ranked: Sequence[Sequence[str]],
-    scores: Sequence[dict[str, float]],
-    kinds: Sequence[ScoreKind],
-    weights: Sequence[float],
-) -> list[tuple[str, float]]:
-    """Milvus' ``WeightedRanker``: the weighted sum of each list's normalised score
-    (COSINE ``(1 + s) / 2``, BM25 ``2/pi * atan(|s|)``: sign-free, as Lite's is negative);
-    best first, ties by first appearance."""
-    total: dict[str, float] = {}
-    for i, keys in enumerate(ranked):
-        for key in keys:
-            score = scores[i][key]
-            if kinds[i] is ScoreKind.BM25:
-                normalised = 2.0 / math.pi * math.atan(abs(score))
-            else:
-                normalised = (1.0 + score) / 2.0
-            total[key] = total.get(key, 0.0) + weights[i] * normalised
-    first = {key: n for n, key in enumerate(total)}
-    return sorted(total.items(), key=lambda pair: (-pair[1], first[pair[0]]))
-
-
 class MilvusKnowledgeSearch(KnowledgeSearchPort):
     def __init__(
         self,
@@ -155,14 +136,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
         consistency_level: str | None = None,
         owns_connection: bool = False,
     ) -> None:
-        if rrf_k < 0:
-            raise InvalidInputError("rrf_k must be >= 0")
-        if hybrid_weights is not None and (
-            len(hybrid_weights) != 2
-            or any(w < 0 for w in hybrid_weights)
-            or sum(hybrid_weights) <= 0
-        ):
-            raise InvalidInputError("hybrid_weights must be two non-negative numbers, not both 0")
+        check_fusion_parameters(rrf_k, hybrid_weights)
         if hybrid_candidates is not None and hybrid_candidates < 1:
             raise InvalidInputError("hybrid_candidates must be >= 1")
         if client_grouping_oversample < 1 or fetch_batch_size < 1:
@@ -394,7 +368,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
         if self._weights is None:
             order = [(f.key, f.score) for f in reciprocal_rank_fusion(ranked, self._rrf_k)]
         else:
-            order = _weighted(ranked, scores, kinds, self._weights)
+            order = weighted_score_fusion(ranked, scores, kinds, self._weights)
         return [
             _Scored(
                 rows[key],

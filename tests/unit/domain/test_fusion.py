@@ -39,3 +39,32 @@ def test_validation() -> None:
         reciprocal_rank_fusion([["a"]], k=-1)
     with pytest.raises(ValueError, match="one weight"):
         reciprocal_rank_fusion([["a"]], weights=[1.0, 2.0])
+
+
+def test_weighted_fusion_is_milvus_weighted_ranker() -> None:
+    import math
+
+    from lookup_knowledge.domain.fusion import weighted_score_fusion
+    from lookup_knowledge.domain.relevance import ScoreKind
+
+    fused = weighted_score_fusion(
+        [["a", "b"], ["b"]],
+        [{"a": 0.8, "b": 0.2}, {"b": -7.0}],
+        [ScoreKind.COSINE, ScoreKind.BM25],
+        [0.6, 0.4],
+    )
+    expected_b = 0.6 * (1 + 0.2) / 2 + 0.4 * 2 / math.pi * math.atan(7.0)
+    assert [k for k, _ in fused] == ["b", "a"]
+    assert dict(fused)["b"] == pytest.approx(expected_b)
+    assert dict(fused)["a"] == pytest.approx(0.6 * 0.9)
+
+
+@pytest.mark.parametrize(
+    ("k", "weights"), [(-1, None), (60, [1.0]), (60, [-1.0, 2.0]), (60, [0.0, 0.0])]
+)
+def test_fusion_parameters_are_checked(k: int, weights: list[float] | None) -> None:
+    from lookup_knowledge.domain.errors import InvalidInputError
+    from lookup_knowledge.domain.fusion import check_fusion_parameters
+
+    with pytest.raises(InvalidInputError):
+        check_fusion_parameters(k, weights)
