@@ -6,8 +6,9 @@ the chain is always a subsequence of the score order.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from lookup_knowledge.domain.model import RankedCandidate
 
@@ -83,3 +84,28 @@ def truncate(ranked: Sequence[RankedCandidate], return_n: int) -> list[RankedCan
     if return_n < 1:
         raise ValueError("return_n must be >= 1")
     return list(ranked[:return_n])
+
+
+T = TypeVar("T")
+
+
+def group_by_document(
+    items: Sequence[T], doc_of: Callable[[T], object], top_k: int, per_document: int
+) -> list[T]:
+    """Engine-style grouping: at most ``per_document`` items for each of the first
+    ``top_k`` documents, in the given order (the shape Milvus ``group_by_field`` returns).
+    Adapters whose engine lacks grouping, or groups wrongly, apply this to an
+    over-fetched ranking."""
+    if top_k < 1 or per_document < 1:
+        raise ValueError("top_k and per_document must be >= 1")
+    kept: list[T] = []
+    per_doc: dict[object, int] = {}
+    for item in items:
+        doc = doc_of(item)
+        if doc not in per_doc and len(per_doc) >= top_k:
+            continue
+        if per_doc.get(doc, 0) >= per_document:
+            continue
+        per_doc[doc] = per_doc.get(doc, 0) + 1
+        kept.append(item)
+    return kept

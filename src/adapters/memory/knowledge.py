@@ -46,6 +46,7 @@ from lookup_knowledge.domain.fusion import (
 )
 from lookup_knowledge.domain.identity import extract_identity
 from lookup_knowledge.domain.model import SearchMode
+from lookup_knowledge.domain.postprocess import group_by_document
 from lookup_knowledge.domain.relevance import ScoreKind
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
@@ -288,17 +289,7 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStorePort):
     def _select(scored: list[_Scored], top_k: int, group_size: int | None) -> list[_Scored]:
         if group_size is None:
             return scored[:top_k]
-        per_doc: dict[str, int] = {}
-        kept: list[_Scored] = []
-        for item in scored:
-            doc = item[0].record.doc_id
-            if doc not in per_doc and len(per_doc) >= top_k:
-                continue
-            if per_doc.get(doc, 0) >= group_size:
-                continue
-            per_doc[doc] = per_doc.get(doc, 0) + 1
-            kept.append(item)
-        return kept
+        return group_by_document(scored, lambda item: item[0].record.doc_id, top_k, group_size)
 
     @staticmethod
     def _hit(

@@ -72,6 +72,7 @@ from lookup_knowledge.domain.fusion import (
 )
 from lookup_knowledge.domain.identity import extract_identity
 from lookup_knowledge.domain.model import SearchMode
+from lookup_knowledge.domain.postprocess import group_by_document
 from lookup_knowledge.domain.relevance import ScoreKind
 
 MAX_TOP_K = 16384  # Milvus' topk limit
@@ -98,6 +99,10 @@ def _key(hit: Any) -> str | None:
     return str(key) if key is not None else None
 
 
+def _doc_of(item: _Scored) -> object:
+    return item.row.get(DOC_ID)
+
+
 def _distance(hit: Any) -> float:
     return float(hit.get("distance"))
 
@@ -105,21 +110,6 @@ def _distance(hit: Any) -> float:
 def _strength(hit: Any, kind: ScoreKind) -> float:
     """Bigger is better (Milvus Lite reports BM25 scores negative)."""
     return abs(_distance(hit)) if kind is ScoreKind.BM25 else _distance(hit)
-
-
-def _group_select(items: list[_Scored], top_k: int, group: int) -> list[_Scored]:
-    """At most ``group`` items for each of the first ``top_k`` documents, in order."""
-    kept: list[_Scored] = []
-    per_doc: dict[object, int] = {}
-    for item in items:
-        doc = item.row.get(DOC_ID)
-        if doc not in per_doc and len(per_doc) >= top_k:
-            continue
-        if per_doc.get(doc, 0) >= group:
-            continue
-        per_doc[doc] = per_doc.get(doc, 0) + 1
-        kept.append(item)
-    return kept
 
 
 class MilvusKnowledgeSearch(KnowledgeSearchPort):
@@ -344,7 +334,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
         fused = self._fuse(((ScoreKind.COSINE, dense), (ScoreKind.BM25, sparse)))
         if group is None:
             return fused[:limit]
-        return _group_select(fused, limit, group)
+        return group_by_document(fused, _doc_of, limit, group)
 
     def _fuse(self, lists: Sequence[tuple[ScoreKind, list[Any]]]) -> list[_Scored]:
         rows: dict[str, Any] = {}  # key -> the first list's row (both carry the same fields)
@@ -391,7 +381,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
         limit = min(MAX_TOP_K, request.top_k * group * self._oversample)
         while True:
             raw = self._run(request, vector, expression, output_fields, limit, None)
-            kept = _group_select(raw, request.top_k, group)
+            kept = group_by_document(raw, _doc_of, request.top_k, group)
             documents = len({item.row.get(DOC_ID) for item in kept})
             exhausted = len(raw) < limit or limit >= MAX_TOP_K
             if documents >= request.top_k or exhausted:

@@ -93,3 +93,29 @@ def test_cap_and_truncate_validate() -> None:
         cap_per_document([], 0)
     with pytest.raises(ValueError, match="return_n"):
         truncate([], 0)
+
+
+def test_group_by_document_keeps_the_first_k_documents_however_short() -> None:
+    from lookup_knowledge.domain.postprocess import group_by_document
+
+    ranking = [("a", 1), ("a", 2), ("b", 1), ("a", 3), ("c", 1), ("d", 1), ("c", 2)]
+    out = group_by_document(ranking, lambda item: item[0], top_k=3, per_document=2)
+    assert out == [("a", 1), ("a", 2), ("b", 1), ("c", 1), ("c", 2)]
+    with pytest.raises(ValueError, match="top_k"):
+        group_by_document(ranking, lambda item: item[0], top_k=0, per_document=1)
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from("abcde"), st.integers()), max_size=30),
+    st.integers(1, 4),
+    st.integers(1, 3),
+)
+def test_group_by_document_invariants(items: list[tuple[str, int]], k: int, n: int) -> None:
+    from lookup_knowledge.domain.postprocess import group_by_document
+
+    out = group_by_document(items, lambda item: item[0], top_k=k, per_document=n)
+    docs = list(dict.fromkeys(d for d, _ in out))
+    assert docs == list(dict.fromkeys(d for d, _ in items))[:k]
+    assert all(sum(1 for d, _ in out if d == doc) <= n for doc in docs)
+    it = iter(items)
+    assert all(any(x == y for y in it) for x in out), "a subsequence of the ranking"
