@@ -22,8 +22,8 @@ _LAZY = {
     "create_app": ("lookup_knowledge.adapters.api", "create_app"),
     "LookupApp": ("lookup_knowledge.adapters.api", "LookupApp"),
     "Settings": ("lookup_knowledge.adapters.config", "Settings"),
-    "openai_tool_schema": ("lookup_knowledge.application.tool_schema", "openai_tool_schema"),
-    "anthropic_tool_schema": ("lookup_knowledge.application.tool_schema", "anthropic_tool_schema"),
+    "openai_tool_schema": ("lookup_knowledge.application.tool", "openai_tool_schema"),
+    "anthropic_tool_schema": ("lookup_knowledge.application.tool", "anthropic_tool_schema"),
     "LookupKnowledgeError": ("lookup_knowledge.domain.errors", "LookupKnowledgeError"),
 }
 

@@ -26,11 +26,10 @@ from typing import Any
 from lookup_knowledge.adapters.config import Settings, load_settings
 from lookup_knowledge.adapters.container import Container
 from lookup_knowledge.adapters.files.loader import FileDocumentSource
-from lookup_knowledge.application.audit import AuditQueries, CitationReport
 from lookup_knowledge.application.ingest import IngestProgress, IngestReport
 from lookup_knowledge.application.lookup import LookupKnowledge, LookupOptions, LookupResult
-from lookup_knowledge.application.ports import ToolInvocationRecorder
-from lookup_knowledge.application.tool_schema import anthropic_tool_schema, openai_tool_schema
+from lookup_knowledge.application.ports import AuditQueries, CitationReport, ToolInvocationRecorder
+from lookup_knowledge.application.tool import anthropic_tool_schema, openai_tool_schema
 from lookup_knowledge.domain.errors import InvalidInputError, LookupKnowledgeError
 from lookup_knowledge.domain.model import SearchMode
 

@@ -378,7 +378,7 @@ def audit_list(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """List recorded invocations."""
-    from lookup_knowledge.application.audit import InvocationFilter, TimeRange
+    from lookup_knowledge.application.ports import InvocationFilter, TimeRange
 
     query = InvocationFilter(
         session_id=session,
@@ -493,7 +493,7 @@ def audit_stats(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Quality summary: counts, no-evidence and fallback rates, quality, latency."""
-    from lookup_knowledge.application.audit import TimeRange
+    from lookup_knowledge.application.ports import TimeRange
 
     with _app() as lookup_app:
         summary = lookup_app.audit.quality_summary(
@@ -593,7 +593,7 @@ def quickstart(
     questions: Annotated[int, typer.Option(help="How many sample questions to ask.")] = 4,
 ) -> None:
     """Ingest the bundled sample corpus, run lookups, show the audit rows and a citation check."""
-    from lookup_knowledge.application.audit import InvocationFilter
+    from lookup_knowledge.application.ports import InvocationFilter
     from lookup_knowledge.sample_corpus import corpus_path
 
     corpus = corpus_path()

@@ -42,10 +42,11 @@ from lookup_knowledge.adapters.runtime import (
     SystemClock,
 )
 from lookup_knowledge.adapters.telemetry import OpenTelemetryTelemetry
-from lookup_knowledge.application.audit import AuditQueries, VerifyCitations
 from lookup_knowledge.application.ingest import IngestDocuments, IngestSettings
 from lookup_knowledge.application.lookup import LookupKnowledge
+from lookup_knowledge.application.ports import AuditQueries
 from lookup_knowledge.application.query_transformer import QueryTransformer
+from lookup_knowledge.application.verify_citations import VerifyCitations
 from lookup_knowledge.domain.errors import ConfigurationError
 
 logger = logging.getLogger(__name__)

@@ -47,7 +47,7 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
 from lookup_knowledge.adapters.api import LookupApp, create_app
-from lookup_knowledge.application.tool_schema import QUERY_SCHEMA, TOOL_DESCRIPTION, TOOL_NAME
+from lookup_knowledge.application.tool import QUERY_SCHEMA, TOOL_DESCRIPTION, TOOL_NAME
 
 __all__ = ["SESSION_PREFIX", "build_mcp_server", "main", "serve_stdio"]
 

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from lookup_knowledge.application.ports import (
     Clock,
     RecordOutcome,
-    SessionStatePort,
+    SessionState,
     ToolInvocation,
     ToolInvocationRecorder,
 )
@@ -24,7 +24,7 @@ class SystemClock(Clock):
         return time.perf_counter()
 
 
-class InMemorySessionState(SessionStatePort):
+class InMemorySessionState(SessionState):
     """Per-process memory of the domains each session retrieved, first-seen order."""
 
     def __init__(self, max_sessions: int = 10_000) -> None:

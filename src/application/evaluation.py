@@ -12,7 +12,7 @@
        the evidence rows of every invocation)
     -> build a document-level run: the documents of an invocation's evidence rows in
        rank order, a document's score from the best rank of its chunks
-    -> ``MetricsPort`` scores the run against the qrels (nDCG@10, Recall@5/10/20,
+    -> ``RankingMetrics`` scores the run against the qrels (nDCG@10, Recall@5/10/20,
        MRR@10), plus distinct documents per result, no-evidence rate and latency
        percentiles of the recorded ``duration_ms``
 
@@ -31,31 +31,30 @@ from __future__ import annotations
 
 import re
 import uuid
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from types import MappingProxyType
 
-from lookup_knowledge.application.audit import (
-    MAX_ID_CHARS,
+from lookup_knowledge.application.ingest import IngestDocuments, IngestProgress, IngestReport
+from lookup_knowledge.application.lookup import LookupConfig, LookupKnowledge
+from lookup_knowledge.application.ports import (
     MAX_PAGE_SIZE,
     AuditQueries,
+    Clock,
+    DocumentSource,
     EvidenceView,
     InvocationFilter,
     InvocationSummary,
+    Qrels,
+    RankingMetrics,
+    RecordOutcome,
     TimeRange,
+    ToolInvocationRecorder,
     nearest_rank,
 )
-from lookup_knowledge.application.ingest import (
-    DocumentSource,
-    IngestDocuments,
-    IngestProgress,
-    IngestReport,
-)
-from lookup_knowledge.application.lookup import TOOL_NAME, LookupConfig, LookupKnowledge
-from lookup_knowledge.application.ports import Clock, RecordOutcome, ToolInvocationRecorder
+from lookup_knowledge.application.tool import MAX_ID_CHARS, TOOL_NAME
 from lookup_knowledge.domain.errors import (
     AuditError,
     ConfigurationError,
@@ -68,30 +67,11 @@ from lookup_knowledge.domain.overlap import DEFAULT_PERSISTENCE, jaccard, rank_b
 #: The measures an eval reports, in ir-measures notation (RR@10 is MRR@10 once averaged).
 MEASURES: tuple[str, ...] = ("nDCG@10", "R@5", "R@10", "R@20", "RR@10")
 
-#: Query id -> document id -> relevance grade (0 = judged not relevant).
-Qrels = Mapping[str, Mapping[str, int]]
-#: Query id -> document id -> score (higher is better).
-Run = Mapping[str, Mapping[str, float]]
-
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+=-]{0,99}$")
 _EMPTY: Mapping[str, object] = MappingProxyType({})
 
-# --------------------------------------------------------------------------- ports, inputs
 
-
-class MetricsPort(ABC):
-    """Scores a run against relevance judgements (an IR evaluation library)."""
-
-    @abstractmethod
-    def evaluate(
-        self, qrels: Qrels, run: Run, measures: Sequence[str]
-    ) -> dict[str, dict[str, float]]:
-        """Query id -> measure -> value, for *every* query of ``qrels``.
-
-        A query the run has no documents for scores 0.0 on every measure (as
-        ``trec_eval -c`` does); queries of the run without qrels are ignored.
-        Raises ``InvalidInputError`` for a measure the library does not know.
-        """
+# --------------------------------------------------------------------------- inputs
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,7 +372,7 @@ class RunEval:
         lookup: LookupKnowledge,
         audit: AuditQueries,
         recorder: ToolInvocationRecorder,
-        metrics: MetricsPort,
+        metrics: RankingMetrics,
         clock: Clock,
         measures: Sequence[str] = MEASURES,
         flush_timeout_s: float = 30.0,

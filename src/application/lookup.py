@@ -30,13 +30,14 @@ from lookup_knowledge.application.ports import (
     KnowledgeSearchRequest,
     NoTelemetry,
     RecordOutcome,
-    SessionStatePort,
+    SessionState,
     Span,
     Telemetry,
     ToolInvocation,
     ToolInvocationRecorder,
 )
 from lookup_knowledge.application.query_transformer import QueryTransformer
+from lookup_knowledge.application.tool import MAX_ID_CHARS, MAX_QUERY_CHARS, TOOL_NAME
 from lookup_knowledge.domain.errors import (
     ConfigurationError,
     InternalError,
@@ -71,9 +72,6 @@ from lookup_knowledge.domain.rerank import RerankWeights, rerank
 from lookup_knowledge.domain.settings import RetrievalSettings
 
 logger = logging.getLogger(__name__)
-
-TOOL_NAME = "lookup_knowledge"
-MAX_QUERY_CHARS = 4000
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +174,7 @@ class LookupKnowledge:
         search: KnowledgeSearchPort,
         transformer: QueryTransformer,
         recorder: ToolInvocationRecorder,
-        session_state: SessionStatePort,
+        session_state: SessionState,
         clock: Clock,
         embedder: Embedder | None = None,
         config: LookupConfig | None = None,
@@ -290,9 +288,6 @@ class LookupKnowledge:
                 extra={"invocation_id": invocation.id},
             )
             return None
-
-
-MAX_ID_CHARS = 255
 
 
 def _check_id(name: str, value: object, *, required: bool = False) -> None:

@@ -16,12 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine
 
-from lookup_knowledge.application.audit import (
-    InvocationFilter,
-    TimeRange,
-    VerifyCitations,
-)
-from lookup_knowledge.application.ports import RecordOutcome
+from lookup_knowledge.application.ports import InvocationFilter, RecordOutcome, TimeRange
+from lookup_knowledge.application.verify_citations import VerifyCitations
 from lookup_knowledge.domain.errors import AuditError, InvalidInputError, NotFoundError
 from tests.fakes.audit import InMemoryRecorder
 from tests.support.audit_backends import (
@@ -204,18 +200,18 @@ def test_healthy_recorder_has_nothing_pending_and_no_failures(backend: AuditBack
 def test_a_malformed_record_is_refused_with_audit_error(
     backend: AuditBackend, change: dict[str, object]
 ) -> None:
+    """Refused where it is made: no recorder ever receives a record a store cannot keep."""
     sid = session()
-    bad = replace(invocation(sid, documents=["a#chunk-0"]), **change)  # type: ignore[arg-type]
+    good = invocation(sid, documents=["a#chunk-0"])
     with pytest.raises(AuditError):
-        backend.recorder.record(bad)
+        replace(good, **change)  # type: ignore[arg-type]
     assert backend.queries.list_invocations(InvocationFilter(session_id=sid)).items == ()
 
 
 def test_duplicate_evidence_ranks_are_refused(backend: AuditBackend) -> None:
     inv = invocation(session(), documents=["a#chunk-0"])
-    inv = replace(inv, evidence=(evidence(1, "a#chunk-0"), evidence(1, "b#chunk-0")))
     with pytest.raises(AuditError):
-        backend.recorder.record(inv)
+        replace(inv, evidence=(evidence(1, "a#chunk-0"), evidence(1, "b#chunk-0")))
 
 
 # --------------------------------------------------------------------------- listing

@@ -7,7 +7,7 @@ The 2.3 server has no BM25 function and no hybrid search: there the sparse and h
 tests check the clear "needs a newer Milvus" error instead, and grouping runs through
 the adapter's client-side fallback.
 
-The corpus is written through ``KnowledgeStorePort`` (the same rows on every backend)
+The corpus is written through ``KnowledgeStore`` (the same rows on every backend)
 with a deterministic hashing embedder, so every backend answers the same questions.
 """
 
@@ -32,11 +32,12 @@ from lookup_knowledge.adapters.milvus import (
     MilvusKnowledgeSearch,
     MilvusKnowledgeStore,
 )
-from lookup_knowledge.application.ingest import ChunkRecord, KnowledgeStorePort
 from lookup_knowledge.application.ports import (
+    ChunkRecord,
     KnowledgeSearchHit,
     KnowledgeSearchPort,
     KnowledgeSearchRequest,
+    KnowledgeStore,
 )
 from lookup_knowledge.domain.errors import (
     InvalidInputError,
@@ -180,7 +181,7 @@ class Backend:
             closer()
 
 
-def _load(store: KnowledgeStorePort, records: list[ChunkRecord]) -> None:
+def _load(store: KnowledgeStore, records: list[ChunkRecord]) -> None:
     store.ensure_collection(DIM)
     store.upsert_chunks(records)
 

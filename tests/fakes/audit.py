@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from lookup_knowledge.application.audit import (
+from lookup_knowledge.application.ports import (
+    RETRIEVAL_DETAILS_VERSION,
     AuditQueries,
     CitationSource,
     DocumentCount,
@@ -31,20 +32,16 @@ from lookup_knowledge.application.audit import (
     InvocationPage,
     InvocationSummary,
     QualitySummary,
+    RecordOutcome,
     ShownEvidence,
     TimeRange,
+    ToolInvocation,
+    ToolInvocationRecorder,
     check_session_id,
     check_top_limit,
     nearest_rank,
     normalise_cited,
     parse_invocation_id,
-    validate_invocation,
-)
-from lookup_knowledge.application.ports import (
-    RETRIEVAL_DETAILS_VERSION,
-    RecordOutcome,
-    ToolInvocation,
-    ToolInvocationRecorder,
 )
 from lookup_knowledge.domain.errors import NotFoundError
 
@@ -103,7 +100,6 @@ class InMemoryRecorder(ToolInvocationRecorder):
         self._lock = threading.Lock()
 
     def record(self, invocation: ToolInvocation) -> RecordOutcome:
-        validate_invocation(invocation)
         clean = _canonical(invocation)
         with self._lock:
             self._replay()

@@ -14,8 +14,11 @@ from lookup_knowledge import create_app
 from lookup_knowledge.adapters.api import LookupApp
 from lookup_knowledge.adapters.config import load_settings
 from lookup_knowledge.adapters.container import Container
-from lookup_knowledge.application.audit import InvocationFilter
-from lookup_knowledge.application.ports import KnowledgeSearchHit, KnowledgeSearchRequest
+from lookup_knowledge.application.ports import (
+    InvocationFilter,
+    KnowledgeSearchHit,
+    KnowledgeSearchRequest,
+)
 from lookup_knowledge.domain.errors import InvalidInputError, LookupKnowledgeError
 from tests.unit.fakes import FakeRecorder, FakeSearch, chunk
 

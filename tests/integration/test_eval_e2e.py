@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from lookup_knowledge.adapters.api import create_app
 from lookup_knowledge.adapters.evaluation.cli import eval_app
-from lookup_knowledge.application.audit import InvocationFilter
+from lookup_knowledge.application.ports import InvocationFilter
 
 pytestmark = pytest.mark.slow
 

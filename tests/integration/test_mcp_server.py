@@ -25,8 +25,8 @@ from lookup_knowledge.adapters.mcp_server import (
     _session_and_step,
     build_mcp_server,
 )
-from lookup_knowledge.application.audit import InvocationFilter, InvocationSummary
-from lookup_knowledge.application.tool_schema import QUERY_SCHEMA, TOOL_DESCRIPTION, TOOL_NAME
+from lookup_knowledge.application.ports import InvocationFilter, InvocationSummary
+from lookup_knowledge.application.tool import QUERY_SCHEMA, TOOL_DESCRIPTION, TOOL_NAME
 
 T = TypeVar("T")
 

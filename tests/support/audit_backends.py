@@ -18,8 +18,7 @@ from lookup_knowledge.adapters.audit import (
     upgrade_database,
 )
 from lookup_knowledge.adapters.audit.models import invocation_evidence, tool_invocation
-from lookup_knowledge.application.audit import AuditQueries
-from lookup_knowledge.application.ports import ToolInvocationRecorder
+from lookup_knowledge.application.ports import AuditQueries, ToolInvocationRecorder
 from tests.fakes.audit import in_memory_audit
 from tests.support.postgres import isolated_schema
 

@@ -14,7 +14,7 @@ from lookup_knowledge.application.ports import (
     KnowledgeSearchRequest,
     RecordOutcome,
     SearchCapabilities,
-    SessionStatePort,
+    SessionState,
     ToolInvocation,
     ToolInvocationRecorder,
 )
@@ -139,7 +139,7 @@ class FakeRecorder(ToolInvocationRecorder):
         return 0
 
 
-class FakeSessionState(SessionStatePort):
+class FakeSessionState(SessionState):
     def __init__(self) -> None:
         self.domains: dict[str, list[str]] = {}
 

@@ -10,33 +10,34 @@ from datetime import timedelta
 import pytest
 
 from lookup_knowledge.adapters.memory import InMemoryKnowledgeBase
-from lookup_knowledge.application.audit import InvocationFilter, TimeRange
 from lookup_knowledge.application.evaluation import (
     MEASURES,
     EvalConfiguration,
     EvalDataset,
     EvalProgress,
     EvalQuery,
-    MetricsPort,
     OverlapMeasure,
-    Qrels,
     Replay,
     ReplaySelection,
     ReplayThreshold,
-    Run,
     RunEval,
     describe_config,
     document_ranking,
 )
-from lookup_knowledge.application.ingest import (
+from lookup_knowledge.application.ingest import IngestDocuments, StaticDocumentSource
+from lookup_knowledge.application.lookup import LookupConfig, LookupKnowledge
+from lookup_knowledge.application.ports import (
     Chunk,
     Chunker,
-    IngestDocuments,
+    InvocationFilter,
+    Qrels,
+    RankingMetrics,
+    RecordOutcome,
+    Run,
     SourceDocument,
-    StaticDocumentSource,
+    TimeRange,
+    ToolInvocation,
 )
-from lookup_knowledge.application.lookup import LookupConfig, LookupKnowledge
-from lookup_knowledge.application.ports import RecordOutcome, ToolInvocation
 from lookup_knowledge.application.query_transformer import QueryTransformer
 from lookup_knowledge.domain.errors import (
     AuditError,
@@ -66,7 +67,7 @@ class ParagraphChunker(Chunker):
         ]
 
 
-class RecordingMetrics(MetricsPort):
+class RecordingMetrics(RankingMetrics):
     """Scores 'hit@1' for every measure and remembers its inputs."""
 
     def __init__(self) -> None:

@@ -5,11 +5,8 @@ from __future__ import annotations
 from lookup_knowledge.adapters.embedders import HashingEmbedder
 from lookup_knowledge.adapters.files.chunking import MarkdownChunker
 from lookup_knowledge.adapters.memory import InMemoryKnowledgeBase
-from lookup_knowledge.application.ingest import (
-    IngestDocuments,
-    SourceDocument,
-    StaticDocumentSource,
-)
+from lookup_knowledge.application.ingest import IngestDocuments, StaticDocumentSource
+from lookup_knowledge.application.ports import SourceDocument
 from tests.unit.fakes import FakeClock
 
 

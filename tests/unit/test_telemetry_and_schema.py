@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from lookup_knowledge.adapters.telemetry import OpenTelemetryTelemetry
 from lookup_knowledge.application.lookup import LookupKnowledge
 from lookup_knowledge.application.query_transformer import QueryTransformer
-from lookup_knowledge.application.tool_schema import anthropic_tool_schema, openai_tool_schema
+from lookup_knowledge.application.tool import anthropic_tool_schema, openai_tool_schema
 from lookup_knowledge.domain.errors import SearchTimeout
 from tests.unit.fakes import (
     FakeClock,

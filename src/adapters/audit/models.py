@@ -37,6 +37,8 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
+from lookup_knowledge.application.tool import MAX_DOCUMENT_ID_CHARS, MAX_ID_CHARS
+
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
@@ -44,9 +46,6 @@ NAMING_CONVENTION = {
     "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
     "pk": "pk_%(table_name)s",
 }
-
-ID_LEN = 255
-DOCUMENT_ID_LEN = 1024
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -83,20 +82,20 @@ class ToolInvocationRow(Base):
     __tablename__ = "tool_invocation"
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid(), primary_key=True)
-    session_id: Mapped[str] = mapped_column(String(ID_LEN))
+    session_id: Mapped[str] = mapped_column(String(MAX_ID_CHARS))
     seq: Mapped[int] = mapped_column(Integer)
-    step_id: Mapped[str | None] = mapped_column(String(ID_LEN))
-    tool_call_id: Mapped[str | None] = mapped_column(String(ID_LEN))
-    tool_name: Mapped[str] = mapped_column(String(ID_LEN))
+    step_id: Mapped[str | None] = mapped_column(String(MAX_ID_CHARS))
+    tool_call_id: Mapped[str | None] = mapped_column(String(MAX_ID_CHARS))
+    tool_name: Mapped[str] = mapped_column(String(MAX_ID_CHARS))
     query: Mapped[str] = mapped_column(Text)
     status: Mapped[str] = mapped_column(String(16))
-    error_code: Mapped[str | None] = mapped_column(String(ID_LEN))
+    error_code: Mapped[str | None] = mapped_column(String(MAX_ID_CHARS))
     error_message: Mapped[str | None] = mapped_column(Text)
     quality_score: Mapped[float] = mapped_column(Float)
     relevance_level: Mapped[str] = mapped_column(String(32))
     retrieval_mode: Mapped[str] = mapped_column(String(16))
     filter_applied: Mapped[str | None] = mapped_column(Text)
-    fallback_reason: Mapped[str | None] = mapped_column(String(ID_LEN))
+    fallback_reason: Mapped[str | None] = mapped_column(String(MAX_ID_CHARS))
     retrieve_k: Mapped[int] = mapped_column(Integer)
     return_n: Mapped[int] = mapped_column(Integer)
     candidate_count: Mapped[int] = mapped_column(Integer)
@@ -134,12 +133,12 @@ class EvidenceRow(Base):
         Uuid(), ForeignKey("tool_invocation.id", ondelete="CASCADE"), primary_key=True
     )
     rank: Mapped[int] = mapped_column(Integer, primary_key=True)
-    session_id: Mapped[str] = mapped_column(String(ID_LEN))
-    document_id: Mapped[str] = mapped_column(String(DOCUMENT_ID_LEN))
-    doc_id: Mapped[str | None] = mapped_column(String(DOCUMENT_ID_LEN))
+    session_id: Mapped[str] = mapped_column(String(MAX_ID_CHARS))
+    document_id: Mapped[str] = mapped_column(String(MAX_DOCUMENT_ID_CHARS))
+    doc_id: Mapped[str | None] = mapped_column(String(MAX_DOCUMENT_ID_CHARS))
     chunk_index: Mapped[int | None] = mapped_column(Integer)
     source: Mapped[str] = mapped_column(Text)
-    category: Mapped[str] = mapped_column(String(ID_LEN))
+    category: Mapped[str] = mapped_column(String(MAX_ID_CHARS))
     score_before: Mapped[float] = mapped_column(Float)
     score_after: Mapped[float] = mapped_column(Float)
     projected: Mapped[bool] = mapped_column(Boolean)

@@ -28,7 +28,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from lookup_knowledge.adapters.audit.errors import translate
 from lookup_knowledge.adapters.audit.models import invocation_evidence, tool_invocation
-from lookup_knowledge.application.audit import (
+from lookup_knowledge.application.ports import (
     AuditQueries,
     CitationSource,
     DocumentCount,

@@ -49,13 +49,11 @@ from lookup_knowledge.adapters.audit.engine import SQLITE_BEGIN_OPTION
 from lookup_knowledge.adapters.audit.errors import is_permanent, is_seq_conflict
 from lookup_knowledge.adapters.audit.models import invocation_evidence, tool_invocation
 from lookup_knowledge.adapters.audit.spool import Spool, SpoolEntry
-from lookup_knowledge.application.audit import validate_invocation
 from lookup_knowledge.application.ports import (
     RecordOutcome,
     ToolInvocation,
     ToolInvocationRecorder,
 )
-from lookup_knowledge.domain.errors import AuditError
 
 T = tool_invocation
 E = invocation_evidence
@@ -187,14 +185,6 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
     # ------------------------------------------------------------------ port
 
     def record(self, invocation: ToolInvocation) -> RecordOutcome:
-        try:
-            validate_invocation(invocation)
-        except AuditError as error:
-            # No store can hold it; keep it in rejected.jsonl for a human, count, raise.
-            with self._lock:
-                self._failures += 1
-                self._spool.reject_record(invocation, str(error))
-            raise
         clean = clean_invocation(invocation)
         if self._closed:
             return self._keep(clean)

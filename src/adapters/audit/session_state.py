@@ -17,8 +17,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
-from lookup_knowledge.application.audit import AuditQueries
-from lookup_knowledge.application.ports import SessionStatePort
+from lookup_knowledge.application.ports import AuditQueries, SessionState
 from lookup_knowledge.domain.errors import LookupKnowledgeError
 
 logger = logging.getLogger(__name__)
@@ -32,7 +31,7 @@ class _Entry:
         self.loaded = False
 
 
-class AuditSessionState(SessionStatePort):
+class AuditSessionState(SessionState):
     def __init__(
         self,
         queries: AuditQueries,

@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from lookup_knowledge.adapters.audit.codec import clean_invocation, from_json, to_json
-from lookup_knowledge.application.audit import validate_invocation
 from lookup_knowledge.application.ports import ToolInvocation
 from lookup_knowledge.domain.errors import AuditError
 
@@ -97,8 +96,7 @@ def decode(line: str) -> ToolInvocation:
             raise ValueError(
                 f"unknown spool format {data.get('v') if isinstance(data, dict) else data!r}"
             )
-        invocation = from_json(data["invocation"])
-        validate_invocation(invocation)
+        invocation = from_json(data["invocation"])  # validates on construction
     except (KeyError, TypeError, ValueError, AuditError) as error:
         raise ValueError(f"undecodable record: {error}") from None
     return invocation
@@ -303,14 +301,6 @@ class Spool:
                 "cannot write %s; the rejected line is only in this log", self.rejected_path
             )
             logger.error("rejected audit spool line: %s", line.rstrip("\n"))
-
-    def reject_record(self, invocation: ToolInvocation, reason: str) -> None:
-        """Keep a record that failed validation (it is never replayed)."""
-        try:
-            line = encode(invocation)
-        except (TypeError, ValueError, AttributeError):
-            line = repr(invocation) + "\n"
-        self.reject(line, reason, "record")
 
     def compact(self) -> None:
         """Rewrite the own file to hold exactly the pending entries (atomic replace)."""

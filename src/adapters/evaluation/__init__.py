@@ -1,4 +1,4 @@
-"""The Eval harness's adapters: the BEIR loader, the ir-measures ``MetricsPort``, report
+"""The Eval harness's adapters: the BEIR loader, the ir-measures ``RankingMetrics``, report
 writers (JSON, rich tables, PNG / HTML chart) and the ``eval`` command line
 (``eval_app`` in ``lookup_knowledge.adapters.evaluation.cli``).
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO
 
 from lookup_knowledge.application.evaluation import EvalDataset, EvalQuery
-from lookup_knowledge.application.ingest import (
+from lookup_knowledge.application.ports import (
     DocumentLoadFailure,
     DocumentSource,
     LoadedDocument,

@@ -56,7 +56,6 @@ from lookup_knowledge.adapters.evaluation.reports import (
     write_html,
     write_json,
 )
-from lookup_knowledge.application.audit import TimeRange
 from lookup_knowledge.application.evaluation import (
     EvalConfiguration,
     EvalProgress,
@@ -64,6 +63,7 @@ from lookup_knowledge.application.evaluation import (
     ReplaySelection,
     ReplayThreshold,
 )
+from lookup_knowledge.application.ports import TimeRange
 from lookup_knowledge.domain.errors import (
     ConfigurationError,
     InvalidInputError,

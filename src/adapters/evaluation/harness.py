@@ -1,7 +1,7 @@
 """Wiring of the Eval use cases onto a configured ``LookupApp`` (its container's real
 adapters: the knowledge store and search, the embedder, the audit recorder and queries).
 
-Before the first lookup the eval seals the store (``KnowledgeStorePort.seal``; Milvus:
+Before the first lookup the eval seals the store (``KnowledgeStore.seal``; Milvus:
 flush): Milvus Lite answers searches over rows still in growing segments far slower
 (SciFact, 8,647 chunks: ~300-600 ms per dense search before, ~7 ms after), and the eval
 measures lookups, not that transient state.
@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from lookup_knowledge.adapters.api import LookupApp
 from lookup_knowledge.adapters.evaluation.metrics import IrMeasuresMetrics
-from lookup_knowledge.application.evaluation import MEASURES, MetricsPort, Replay, RunEval
+from lookup_knowledge.application.evaluation import MEASURES, Replay, RunEval
+from lookup_knowledge.application.ports import RankingMetrics
 
 
 def seal_collection(app: LookupApp) -> None:
@@ -21,7 +22,7 @@ def seal_collection(app: LookupApp) -> None:
 
 
 def run_eval_for(
-    app: LookupApp, *, metrics: MetricsPort | None = None, measures: tuple[str, ...] = MEASURES
+    app: LookupApp, *, metrics: RankingMetrics | None = None, measures: tuple[str, ...] = MEASURES
 ) -> RunEval:
     container = app.container
     return RunEval(

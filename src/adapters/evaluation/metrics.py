@@ -1,4 +1,4 @@
-"""``MetricsPort`` over ir-measures (pytrec_eval underneath): the standard trec_eval
+"""``RankingMetrics`` over ir-measures (pytrec_eval underneath): the standard trec_eval
 definitions of nDCG, recall and reciprocal rank, not a re-implementation.
 
 Graded qrels (Cranfield's 1..4) feed nDCG's gains as they are (trec_eval's linear
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from lookup_knowledge.application.evaluation import MetricsPort, Qrels, Run
+from lookup_knowledge.application.ports import Qrels, RankingMetrics, Run
 from lookup_knowledge.domain.errors import InvalidInputError
 
 
@@ -28,7 +28,7 @@ def parse_measures(names: Sequence[str]) -> dict[Any, str]:
     return parsed
 
 
-class IrMeasuresMetrics(MetricsPort):
+class IrMeasuresMetrics(RankingMetrics):
     def evaluate(
         self, qrels: Qrels, run: Run, measures: Sequence[str]
     ) -> dict[str, dict[str, float]]:

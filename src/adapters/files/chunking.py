@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from lookup_knowledge.application.ingest import Chunk, Chunker, SourceDocument
+from lookup_knowledge.application.ports import Chunk, Chunker, SourceDocument
 from lookup_knowledge.domain.errors import InvalidInputError
 
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t]*(?:#+[ \t]*)?$")

@@ -25,7 +25,7 @@ from pathlib import Path, PurePosixPath
 
 from lookup_knowledge.adapters.files.frontmatter import meta_text, split_front_matter
 from lookup_knowledge.adapters.files.html_text import html_to_markdown
-from lookup_knowledge.application.ingest import (
+from lookup_knowledge.application.ports import (
     DocumentLoadFailure,
     DocumentSource,
     LoadedDocument,

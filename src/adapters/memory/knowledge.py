@@ -26,11 +26,12 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from lookup_knowledge.application.ingest import ChunkRecord, KnowledgeStorePort
 from lookup_knowledge.application.ports import (
+    ChunkRecord,
     KnowledgeSearchHit,
     KnowledgeSearchPort,
     KnowledgeSearchRequest,
+    KnowledgeStore,
     SearchCapabilities,
 )
 from lookup_knowledge.domain.errors import (
@@ -80,7 +81,7 @@ def _cosine(a: Sequence[float], b: Sequence[float], norm_b: float) -> float:
     return sum(x * y for x, y in zip(a, b, strict=True)) / (norm_a * norm_b)
 
 
-class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStorePort):
+class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore):
     def __init__(
         self,
         *,

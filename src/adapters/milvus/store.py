@@ -1,4 +1,4 @@
-"""``KnowledgeStorePort`` over Milvus: collection lifecycle and batched writes.
+"""``KnowledgeStore`` over Milvus: collection lifecycle and batched writes.
 
 The collection is created on first use with the embedder's dimension (none for a
 sparse-only store) and the BM25 function when the server has it. An existing
@@ -38,7 +38,7 @@ from lookup_knowledge.adapters.milvus.schema import (
     check_dimension,
     read_layout,
 )
-from lookup_knowledge.application.ingest import ChunkRecord, KnowledgeStorePort
+from lookup_knowledge.application.ports import ChunkRecord, KnowledgeStore
 from lookup_knowledge.domain.errors import (
     IngestError,
     InvalidInputError,
@@ -69,7 +69,7 @@ def _deleted(result: Any) -> int:
     return int(count) if isinstance(count, int) else 0
 
 
-class MilvusKnowledgeStore(KnowledgeStorePort):
+class MilvusKnowledgeStore(KnowledgeStore):
     def __init__(
         self,
         connection: MilvusConnection,

@@ -17,7 +17,6 @@ from lookup_knowledge.adapters.audit import (
     upgrade_database,
 )
 from lookup_knowledge.adapters.runtime import SystemClock
-from lookup_knowledge.application.audit import VerifyCitations
 from lookup_knowledge.application.lookup import LookupKnowledge
 from lookup_knowledge.application.ports import (
     Embedder,
@@ -28,6 +27,7 @@ from lookup_knowledge.application.ports import (
     SearchCapabilities,
 )
 from lookup_knowledge.application.query_transformer import QueryTransformer
+from lookup_knowledge.application.verify_citations import VerifyCitations
 from lookup_knowledge.domain.identity import EvidenceIdentity
 from lookup_knowledge.domain.model import SearchMode
 from lookup_knowledge.domain.relevance import ScoreKind

@@ -31,8 +31,8 @@ from lookup_knowledge.adapters.audit import (
 from lookup_knowledge.adapters.audit import spool as spool_module
 from lookup_knowledge.adapters.audit.models import invocation_evidence, tool_invocation
 from lookup_knowledge.adapters.audit.spool import Spool, decode, encode
-from lookup_knowledge.application.audit import InvocationFilter, VerifyCitations
-from lookup_knowledge.application.ports import RecordOutcome, ToolInvocation
+from lookup_knowledge.application.ports import InvocationFilter, RecordOutcome, ToolInvocation
+from lookup_knowledge.application.verify_citations import VerifyCitations
 from lookup_knowledge.domain.errors import AuditError
 from tests.support.audit_data import evidence, invocation, session
 from tests.support.postgres import POSTGRES, isolated_schema
@@ -432,17 +432,15 @@ def test_nul_characters_and_non_finite_details_are_stored(db: Database, tmp_path
     recorder.close()
 
 
-def test_an_invalid_record_is_refused_but_kept(db: Database, tmp_path: Path) -> None:
+def test_an_invalid_record_cannot_be_made(db: Database, tmp_path: Path) -> None:
+    """Validation happens where a record is made, so no recorder (and no spool) ever
+    holds a record that no store can keep."""
     spool = tmp_path / "spool"
     recorder = recorder_for(db.engine, spool)
-    bad = invocation("x" * 300, documents=["a#chunk-0"])  # session id too long for any store
     with pytest.raises(AuditError, match="session_id"):
-        recorder.record(bad)
-    assert recorder.failure_count() == 1
-    assert recorder.rejected_count() == 1
-    kept = json.loads((spool / "rejected.jsonl").read_text().splitlines()[0])
-    assert kept["source"] == "record"
-    assert bad.id in kept["line"]
+        invocation("x" * 300, documents=["a#chunk-0"])  # session id too long for any store
+    assert recorder.failure_count() == 0
+    assert recorder.rejected_count() == 0
     recorder.close()
 
 

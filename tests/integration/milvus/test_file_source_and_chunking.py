@@ -17,12 +17,8 @@ from lookup_knowledge.adapters.files import (
 )
 from lookup_knowledge.adapters.memory import InMemoryKnowledgeBase
 from lookup_knowledge.adapters.runtime import SystemClock
-from lookup_knowledge.application.ingest import (
-    DocumentLoadFailure,
-    IngestDocuments,
-    SourceDocument,
-    StaticDocumentSource,
-)
+from lookup_knowledge.application.ingest import IngestDocuments, StaticDocumentSource
+from lookup_knowledge.application.ports import DocumentLoadFailure, SourceDocument
 from lookup_knowledge.domain.errors import IngestError, InvalidInputError
 
 from .conftest import write

@@ -12,13 +12,8 @@ import pytest
 from lookup_knowledge.adapters.files import FileDocumentSource, MarkdownChunker
 from lookup_knowledge.adapters.milvus import MilvusKnowledgeSearch, MilvusKnowledgeStore
 from lookup_knowledge.adapters.runtime import SystemClock
-from lookup_knowledge.application.ingest import (
-    ChunkRecord,
-    IngestDocuments,
-    IngestProgress,
-    SourceDocument,
-)
-from lookup_knowledge.application.ports import KnowledgeSearchRequest
+from lookup_knowledge.application.ingest import IngestDocuments, IngestProgress
+from lookup_knowledge.application.ports import ChunkRecord, KnowledgeSearchRequest, SourceDocument
 from lookup_knowledge.domain.errors import IngestError, UnsupportedSearchMode
 from lookup_knowledge.domain.model import SearchMode
 

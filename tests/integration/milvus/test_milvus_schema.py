@@ -27,8 +27,7 @@ from lookup_knowledge.adapters.milvus.filters import (
     not_in_list,
     string_literal,
 )
-from lookup_knowledge.application.ingest import ChunkRecord
-from lookup_knowledge.application.ports import KnowledgeSearchRequest
+from lookup_knowledge.application.ports import ChunkRecord, KnowledgeSearchRequest
 from lookup_knowledge.domain.errors import (
     ConfigurationError,
     IngestError,

@@ -40,7 +40,7 @@ from lookup_knowledge.application.evaluation import (
     EvalReport,
     QueryResult,
 )
-from lookup_knowledge.application.ingest import DocumentLoadFailure, SourceDocument
+from lookup_knowledge.application.ports import DocumentLoadFailure, SourceDocument
 from lookup_knowledge.domain.errors import InvalidInputError
 
 # --------------------------------------------------------------------------- BEIR

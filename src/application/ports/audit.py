@@ -1,14 +1,13 @@
-"""Reading the audit store: the ``AuditQueries`` port, its DTOs, and ``VerifyCitations``.
+"""Audit ports: writing invocations (``ToolInvocationRecorder``), reading them back
+(``AuditQueries``), per-session memory (``SessionState``), and the values they carry.
 
-The Verifier (EvidenceGuard) asks one question of the store: was every ``document_id`` an
-agent cited really returned to it in that session? The Eval harness asks what was
-retrieved and how good it was. Both read through ``AuditQueries``; the SQL adapter answers
-from the normalised evidence table with index lookups, the in-memory fake from lists.
+A ``ToolInvocation`` validates itself when it is made, so every recorder (SQL, spool,
+fake) receives only records the SQL store can keep. The limits are shared by every
+implementation, so the fake and the SQL store accept and reject exactly the same
+records and queries.
 
-Records written by ``ToolInvocationRecorder`` may still sit in the recorder's local spool
-(the database was unreachable); ``VerifyCitations`` flushes first and reports how many of
-the session's records are still pending, so a citation is never called "unknown" without
-saying that the answer is incomplete.
+Records written by a recorder may still sit in its local spool (the database was
+unreachable); readers flush first and report what is still pending.
 """
 
 from __future__ import annotations
@@ -17,25 +16,123 @@ import math
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
+from types import MappingProxyType
 
-from lookup_knowledge.application.ports import (
-    EvidenceRecord,
-    ToolInvocation,
-    ToolInvocationRecorder,
+from lookup_knowledge.application.tool import (
+    MAX_DOCUMENT_ID_CHARS,
+    MAX_ID_CHARS,
+    MAX_INT,
+    TOOL_NAME,
 )
 from lookup_knowledge.domain.errors import AuditError, InvalidInputError
-from lookup_knowledge.domain.model import InvocationStatus
+from lookup_knowledge.domain.model import InvocationStatus, SearchMode
+
+_NO_METADATA: Mapping[str, object] = MappingProxyType({})
 
 # Limits shared by every implementation, so that the fake and the SQL store accept and
 # reject exactly the same records and queries.
-MAX_ID_CHARS = 255
-MAX_DOCUMENT_ID_CHARS = 1024
 MAX_PAGE_SIZE = 1000
 MAX_CITED_IDS = 1000
-MAX_INT = 2**31 - 1  # SQL INTEGER
 STATUSES = frozenset(s.value for s in InvocationStatus)
+
+
+class RecordOutcome(StrEnum):
+    COMMITTED = "committed"  # in the database
+    SPOOLED = "spooled"  # durably in the local spool, replayed later
+    DISABLED = "disabled"  # recording is switched off by configuration
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceRecord:
+    """One block the agent was shown (in evidenceBlocks, in the context pack, or both)."""
+
+    rank: int
+    document_id: str
+    doc_id: str | None
+    chunk_index: int | None
+    source: str
+    category: str
+    score_before: float
+    score_after: float
+    projected: bool
+    in_context_pack: bool
+    content_hash: str
+
+
+RETRIEVAL_DETAILS_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ToolInvocation:
+    """Everything the audit store keeps about one ``lookup_knowledge`` call."""
+
+    id: str
+    session_id: str
+    query: str
+    status: str
+    started_at: datetime
+    duration_ms: float
+    step_id: str | None = None
+    tool_call_id: str | None = None
+    tool_name: str = TOOL_NAME
+    error_code: str | None = None
+    error_message: str | None = None
+    quality_score: float = 0.0
+    relevance_level: str = "none"
+    retrieval_mode: str = SearchMode.DENSE.value
+    filter_applied: str | None = None
+    fallback_reason: str | None = None
+    retrieve_k: int = 0
+    return_n: int = 0
+    candidate_count: int = 0
+    returned_count: int = 0
+    trace_id: str | None = None
+    span_id: str | None = None
+    retrieval_details: Mapping[str, object] = field(default_factory=lambda: _NO_METADATA)
+    evidence: tuple[EvidenceRecord, ...] = ()
+
+    def __post_init__(self) -> None:
+        # Validated once, where it is made: every recorder (SQL, spool, fake) receives
+        # only records the SQL store can keep.
+        validate_invocation(self)
+
+
+class ToolInvocationRecorder(ABC):
+    """Persists invocations. ``record`` returns once the record is durable.
+
+    It must not raise for a storage failure: it spools the record instead and counts
+    the failure. It may raise ``AuditError`` only when even the spool is unwritable.
+    """
+
+    @abstractmethod
+    def record(self, invocation: ToolInvocation) -> RecordOutcome: ...
+
+    @abstractmethod
+    def flush(self, session_id: str | None = None, timeout_s: float = 10.0) -> bool:
+        """Replay spooled records; True when none (of that session) remain pending."""
+
+    @abstractmethod
+    def pending_count(self, session_id: str | None = None) -> int: ...
+
+    @abstractmethod
+    def failure_count(self) -> int: ...
+
+    def close(self) -> None:  # noqa: B027 - optional hook, most fakes hold nothing
+        """Release resources."""
+
+
+class SessionState(ABC):
+    """Remembers which domains (categories) a session has retrieved evidence from."""
+
+    @abstractmethod
+    def retrieved_domains(self, session_id: str) -> tuple[str, ...]: ...
+
+    @abstractmethod
+    def add_retrieved_domains(self, session_id: str, domains: Sequence[str]) -> None: ...
+
 
 # --------------------------------------------------------------------------- validation
 
@@ -53,8 +150,8 @@ def parse_invocation_id(value: str) -> uuid.UUID:
 def validate_invocation(invocation: ToolInvocation) -> None:
     """Reject a record that no store could keep; raises ``AuditError``.
 
-    Recorders call this before writing so that a malformed record fails at once (the
-    lookup logs it) instead of sitting in the spool forever.
+    ``ToolInvocation`` calls it on construction, so a malformed record fails where it is
+    made instead of sitting in a spool forever.
     """
 
     def fail(why: str) -> None:
@@ -393,35 +490,3 @@ def check_top_limit(limit: int) -> None:
 
 def check_session_id(session_id: str) -> str:
     return _require_session(session_id)
-
-
-# --------------------------------------------------------------------------- use case
-
-
-class VerifyCitations:
-    """EvidenceGuard: check an agent's cited document_ids against what its session saw.
-
-    Flushes the recorder's spool for the session first (bounded by ``flush_timeout_s``),
-    then asks the store, then reports how many of the session's records are still
-    pending, so an incomplete answer is never presented as a complete one.
-    """
-
-    def __init__(
-        self,
-        queries: AuditQueries,
-        recorder: ToolInvocationRecorder,
-        *,
-        flush_timeout_s: float = 5.0,
-    ) -> None:
-        if not flush_timeout_s >= 0:
-            raise InvalidInputError("flush_timeout_s must be >= 0")
-        self._queries = queries
-        self._recorder = recorder
-        self._flush_timeout_s = flush_timeout_s
-
-    def execute(self, session_id: str, document_ids: Sequence[str]) -> CitationReport:
-        _require_session(session_id)
-        cited = normalise_cited(document_ids)
-        self._recorder.flush(session_id, self._flush_timeout_s)
-        report = self._queries.verify_citations(session_id, cited)
-        return replace(report, pending_in_spool=self._recorder.pending_count(session_id))

@@ -1,10 +1,23 @@
-"""The ``lookup_knowledge`` tool as host agents register it (function calling formats)."""
+"""The ``lookup_knowledge`` tool: its name, its limits and its schema as host agents
+register it (function-calling formats). Every module that checks or stores one of these
+values reads it from here."""
 
 from __future__ import annotations
 
 from typing import Any
 
 TOOL_NAME = "lookup_knowledge"
+
+#: The longest query the tool accepts (the schema's maxLength says the same).
+MAX_QUERY_CHARS = 4000
+#: Session, step, tool-call ids, categories and error codes: what the audit store keeps.
+MAX_ID_CHARS = 255
+#: A document_id (evidence key) or doc_id as the audit store keeps it.
+MAX_DOCUMENT_ID_CHARS = 1024
+#: A doc_id as ingest accepts it (leaves room for the ``#chunk-N`` suffix).
+MAX_DOC_ID_CHARS = 512
+#: Counts and ranks: an SQL INTEGER.
+MAX_INT = 2**31 - 1
 
 TOOL_DESCRIPTION = (
     "Search the knowledge base for evidence. Returns evidence blocks, each with a "
@@ -23,7 +36,7 @@ QUERY_SCHEMA: dict[str, Any] = {
                 "Include exact error codes, hostnames, versions or ids when known."
             ),
             "minLength": 1,
-            "maxLength": 4000,
+            "maxLength": MAX_QUERY_CHARS,
         }
     },
     "required": ["query"],

@@ -1,0 +1,108 @@
+"""Search-side ports: the knowledge search (read side of the knowledge base) and the
+embedder, with the request and hit values that cross them."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from lookup_knowledge.domain.errors import InvalidInputError
+from lookup_knowledge.domain.identity import EvidenceIdentity
+from lookup_knowledge.domain.model import SearchMode
+from lookup_knowledge.domain.relevance import ScoreKind
+
+
+@dataclass(frozen=True, slots=True)
+class KnowledgeSearchRequest:
+    """One search pass.
+
+    ``group_size`` asks the engine to group by doc_id and return at most that many
+    chunks per document (engine-side grouping); None means plain top-k.
+    ``include_content`` False asks for ids, scores and light metadata only (late
+    materialisation: content is fetched afterwards for the survivors).
+    """
+
+    query_text: str
+    top_k: int
+    mode: SearchMode = SearchMode.DENSE
+    query_vector: tuple[float, ...] | None = None
+    category_filter: str | None = None
+    group_size: int | None = None
+    include_content: bool = True
+
+    def __post_init__(self) -> None:
+        if self.top_k < 1:
+            raise InvalidInputError("top_k must be >= 1")
+        if self.mode.needs_query_vector and self.query_vector is None:
+            raise InvalidInputError(f"{self.mode.value} search needs a query vector")
+        if self.group_size is not None and self.group_size < 1:
+            raise InvalidInputError("group_size must be >= 1")
+
+
+_NO_METADATA: Mapping[str, object] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class KnowledgeSearchHit:
+    """One hit as the engine returned it, with identity already extracted (D6).
+
+    ``metadata`` carries at least what the adapter knows of: doc_id, chunk_index,
+    category, source, title, breadcrumb, source_type. ``content`` is None when the
+    request did not include content.
+    """
+
+    id: str | None
+    score: float
+    score_kind: ScoreKind
+    identity: EvidenceIdentity
+    content: str | None = None
+    metadata: Mapping[str, object] = field(default_factory=lambda: _NO_METADATA)
+    reasons: tuple[str, ...] = ()
+    # The per-list scores behind a fused score (hybrid): each list's own raw score and
+    # kind, for the lists that found the hit. They say how strong the evidence is on an
+    # absolute scale; the fused score only says how it ranked.
+    component_scores: tuple[tuple[ScoreKind, float], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SearchCapabilities:
+    modes: frozenset[SearchMode]
+    grouping: bool
+    server_version: str = ""
+
+
+class KnowledgeSearchPort(ABC):
+    """Fetches candidates for a query. Raises ``SearchError`` subclasses only."""
+
+    @abstractmethod
+    def search(self, request: KnowledgeSearchRequest) -> list[KnowledgeSearchHit]: ...
+
+    @abstractmethod
+    def fetch_content(self, evidence_keys: Sequence[str]) -> dict[str, str]:
+        """Content by evidence key for late materialisation; missing keys are absent."""
+
+    @abstractmethod
+    def capabilities(self) -> SearchCapabilities: ...
+
+
+# --------------------------------------------------------------------------- embedding
+
+
+class Embedder(ABC):
+    """Turns text into dense vectors. Raises ``EmbeddingError`` only."""
+
+    @property
+    @abstractmethod
+    def dimension(self) -> int: ...
+
+    @property
+    @abstractmethod
+    def name(self) -> str: ...
+
+    @abstractmethod
+    def embed_query(self, text: str) -> list[float]: ...
+
+    @abstractmethod
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]: ...

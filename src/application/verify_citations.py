@@ -1,0 +1,45 @@
+"""The ``VerifyCitations`` use case (EvidenceGuard): was every ``document_id`` an agent
+cited really returned to it in that session?"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from lookup_knowledge.application.ports import (
+    AuditQueries,
+    CitationReport,
+    ToolInvocationRecorder,
+    check_session_id,
+    normalise_cited,
+)
+from lookup_knowledge.domain.errors import InvalidInputError
+
+
+class VerifyCitations:
+    """EvidenceGuard: check an agent's cited document_ids against what its session saw.
+
+    Flushes the recorder's spool for the session first (bounded by ``flush_timeout_s``),
+    then asks the store, then reports how many of the session's records are still
+    pending, so an incomplete answer is never presented as a complete one.
+    """
+
+    def __init__(
+        self,
+        queries: AuditQueries,
+        recorder: ToolInvocationRecorder,
+        *,
+        flush_timeout_s: float = 5.0,
+    ) -> None:
+        if not flush_timeout_s >= 0:
+            raise InvalidInputError("flush_timeout_s must be >= 0")
+        self._queries = queries
+        self._recorder = recorder
+        self._flush_timeout_s = flush_timeout_s
+
+    def execute(self, session_id: str, document_ids: Sequence[str]) -> CitationReport:
+        check_session_id(session_id)
+        cited = normalise_cited(document_ids)
+        self._recorder.flush(session_id, self._flush_timeout_s)
+        report = self._queries.verify_citations(session_id, cited)
+        return replace(report, pending_in_spool=self._recorder.pending_count(session_id))
