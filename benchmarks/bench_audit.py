@@ -43,9 +43,9 @@ from lookup_knowledge.adapters.audit import (
 )
 from lookup_knowledge.adapters.audit.models import invocation_evidence, tool_invocation
 from lookup_knowledge.adapters.audit.queries import citation_sources_statement
-from lookup_knowledge.application.audit import VerifyCitations
 from lookup_knowledge.application.ids import uuid7
 from lookup_knowledge.application.ports import EvidenceRecord, RecordOutcome, ToolInvocation
+from lookup_knowledge.application.verify_citations import VerifyCitations
 
 SESSION_LEN = 20  # invocations per generated session
 DOCUMENTS = 200_000

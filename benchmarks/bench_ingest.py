@@ -30,11 +30,10 @@ from lookup_knowledge.adapters.runtime import SystemClock
 from lookup_knowledge.application.ingest import (
     IngestDocuments,
     IngestSettings,
-    SourceDocument,
     StaticDocumentSource,
     embedding_input,
 )
-from lookup_knowledge.application.ports import Embedder
+from lookup_knowledge.application.ports import Embedder, SourceDocument
 
 DIM = 384
 SECTIONS_PER_DOC = 6
