@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from types import TracebackType
@@ -25,10 +26,16 @@ from typing import Any
 
 from lookup_knowledge.adapters.config import Settings, load_settings
 from lookup_knowledge.adapters.container import Container
-from lookup_knowledge.adapters.files.loader import FileDocumentSource
+from lookup_knowledge.application.evaluation import MEASURES, Replay, RunEval
 from lookup_knowledge.application.ingest import IngestProgress, IngestReport
 from lookup_knowledge.application.lookup import LookupKnowledge, LookupOptions, LookupResult
-from lookup_knowledge.application.ports import AuditQueries, CitationReport, ToolInvocationRecorder
+from lookup_knowledge.application.ports import (
+    AuditQueries,
+    AuditSchema,
+    CitationReport,
+    DocumentSource,
+    ToolInvocationRecorder,
+)
 from lookup_knowledge.application.tool import anthropic_tool_schema, openai_tool_schema
 from lookup_knowledge.domain.errors import InvalidInputError, LookupKnowledgeError
 from lookup_knowledge.domain.model import SearchMode
@@ -37,13 +44,15 @@ from lookup_knowledge.domain.model import SearchMode
 class LookupApp:
     """One configured lookup-knowledge instance. Close it (or use ``with``) when done."""
 
-    def __init__(self, container: Container, *, max_async_workers: int = 8) -> None:
+    def __init__(
+        self, container: Container, lookup: LookupKnowledge, *, max_async_workers: int = 8
+    ) -> None:
         self._container = container
         self._settings: Settings = container.settings()
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._in_flight = 0
-        self._lookup: LookupKnowledge | None = None
+        self._lookup = lookup
         self._executor = ThreadPoolExecutor(
             max_workers=max_async_workers, thread_name_prefix="lookup-knowledge"
         )
@@ -54,10 +63,6 @@ class LookupApp:
     @property
     def settings(self) -> Settings:
         return self._settings
-
-    @property
-    def container(self) -> Container:
-        return self._container
 
     @property
     def audit(self) -> AuditQueries:
@@ -79,14 +84,6 @@ class LookupApp:
         return anthropic_tool_schema()
 
     # ------------------------------------------------------------------ lookup
-
-    def _use_case(self) -> LookupKnowledge:
-        self._check_open()
-        if self._lookup is None:
-            with self._lock:
-                if self._lookup is None:
-                    self._lookup = self._container.lookup()
-        return self._lookup
 
     @contextmanager
     def _call(self) -> Iterator[None]:
@@ -119,7 +116,7 @@ class LookupApp:
             mode=_mode(mode), category=category or None, tool_call_id=tool_call_id
         )
         with self._call():
-            return self._use_case().execute(
+            return self._lookup.execute(
                 query, session_id=session_id, step_id=step_id, options=options
             )
 
@@ -200,8 +197,22 @@ class LookupApp:
         progress: Callable[[IngestProgress], None] | None = None,
     ) -> IngestReport:
         """Ingest Markdown / text / HTML files and folders; idempotent per content hash."""
+        source: DocumentSource = self._container.document_source(
+            paths, root=root, category=category, doc_id=doc_id
+        )
+        return self.ingest_source(source, sync=sync, progress=progress)
+
+    def ingest_source(
+        self,
+        source: DocumentSource,
+        *,
+        sync: bool = False,
+        progress: Callable[[IngestProgress], None] | None = None,
+    ) -> IngestReport:
+        """Ingest documents a host already holds (any ``DocumentSource``, for example
+        ``StaticDocumentSource``); ``sync`` deletes what the source no longer yields
+        within its scope."""
         with self._call():
-            source = FileDocumentSource(paths, root=root, category=category, doc_id=doc_id)
             report: IngestReport = self._container.ingest().execute(
                 source, sync=sync, progress=progress
             )
@@ -218,6 +229,27 @@ class LookupApp:
     def flush(self, session_id: str | None = None, timeout_s: float = 10.0) -> bool:
         """Wait until spooled audit records (of a session) are in the database."""
         return self.recorder.flush(session_id, timeout_s)
+
+    # ------------------------------------------------------------------ eval, replay
+
+    def eval_runner(self, measures: tuple[str, ...] = MEASURES) -> RunEval:
+        """The Eval harness on this app's knowledge store, lookup and audit store."""
+        self._check_open()
+        runner: RunEval = self._container.run_eval(measures=measures)
+        return runner
+
+    def replayer(self) -> Replay:
+        """Replay of logged queries under another configuration, on this app."""
+        self._check_open()
+        replay: Replay = self._container.replay()
+        return replay
+
+    def seal_knowledge_store(self) -> None:
+        """Make everything written to the knowledge store searchable at full speed
+        (Milvus: flush). Ingest seals what it writes; a collection left by an
+        interrupted run may not be sealed."""
+        with self._call():
+            self._container.store().seal()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -279,8 +311,38 @@ def create_app(
     try:
         # Resolving the use case starts exactly the resources the configuration selects
         # (init_resources() would also start those of unselected Selector branches).
-        container.lookup()
+        lookup: LookupKnowledge = container.lookup()
     except BaseException:
         container.shutdown_resources()
         raise
-    return LookupApp(container, max_async_workers=max_async_workers)
+    return LookupApp(container, lookup, max_async_workers=max_async_workers)
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRevision:
+    """Where the audit database's schema is (None: empty) and the newest this version
+    knows."""
+
+    current: str | None
+    head: str
+
+    @property
+    def at_head(self) -> bool:
+        return self.current == self.head
+
+
+def _audit_schema(settings: Settings) -> AuditSchema:
+    schema: AuditSchema = Container(settings=settings).audit_schema()
+    return schema
+
+
+def upgrade_audit_database(settings: Settings, revision: str = "head") -> str | None:
+    """Migrate the configured audit database to ``revision``; returns where it is now.
+    Needs neither Milvus nor the embedder."""
+    return _audit_schema(settings).upgrade(revision)
+
+
+def audit_database_revision(settings: Settings) -> AuditRevision:
+    """The configured audit database's schema revision and the packaged head."""
+    schema = _audit_schema(settings)
+    return AuditRevision(current=schema.current(), head=schema.head())

@@ -17,6 +17,7 @@ from dependency_injector import containers, providers
 from sqlalchemy.engine import Engine
 
 from lookup_knowledge.adapters.audit import (
+    AlembicAuditSchema,
     AuditSessionState,
     SqlAuditQueries,
     SqlToolInvocationRecorder,
@@ -30,6 +31,7 @@ from lookup_knowledge.adapters.embedders import (
     OpenAICompatibleEmbedder,
 )
 from lookup_knowledge.adapters.files.chunking import MarkdownChunker
+from lookup_knowledge.adapters.files.loader import FileDocumentSource
 from lookup_knowledge.adapters.memory import InMemoryKnowledgeBase
 from lookup_knowledge.adapters.milvus import (
     MilvusConnection,
@@ -42,9 +44,10 @@ from lookup_knowledge.adapters.runtime import (
     SystemClock,
 )
 from lookup_knowledge.adapters.telemetry import OpenTelemetryTelemetry
+from lookup_knowledge.application.evaluation import Replay, RunEval
 from lookup_knowledge.application.ingest import IngestDocuments, IngestSettings
 from lookup_knowledge.application.lookup import LookupKnowledge
-from lookup_knowledge.application.ports import AuditQueries
+from lookup_knowledge.application.ports import AuditQueries, RankingMetrics
 from lookup_knowledge.application.query_transformer import QueryTransformer
 from lookup_knowledge.application.verify_citations import VerifyCitations
 from lookup_knowledge.domain.errors import ConfigurationError
@@ -142,6 +145,17 @@ def _ingest_settings(settings: Settings) -> IngestSettings:
     )
 
 
+def _ranking_metrics() -> RankingMetrics:
+    # The eval extra (ir-measures) is imported only when an eval is built.
+    from lookup_knowledge.adapters.evaluation.metrics import IrMeasuresMetrics
+
+    return IrMeasuresMetrics()
+
+
+def _audit_url(settings: Settings) -> str:
+    return settings.audit_database_url
+
+
 def _backend(settings: Settings) -> str:
     return settings.search.backend.value
 
@@ -213,7 +227,8 @@ class Container(containers.DeclarativeContainer):
         QueryTransformer, providers.Callable(lambda s: s.domain_dictionary(), settings)
     )
 
-    lookup = providers.Factory(
+    # One use case per container: it holds no per-call state and is thread-safe.
+    lookup = providers.Singleton(
         LookupKnowledge,
         search=search,
         transformer=transformer,
@@ -233,8 +248,22 @@ class Container(containers.DeclarativeContainer):
         settings=providers.Callable(_ingest_settings, settings),
     )
     verify_citations = providers.Factory(VerifyCitations, audit_queries, recorder)
+    # Called with the paths and options of one ingest run.
+    document_source = providers.Factory(FileDocumentSource)
+    audit_schema = providers.Factory(AlembicAuditSchema, providers.Callable(_audit_url, settings))
 
-
-def build_container(settings: Settings) -> Container:
-    container = Container(settings=settings)
-    return container
+    ranking_metrics = providers.Factory(_ranking_metrics)
+    run_eval = providers.Factory(
+        RunEval,
+        ingest=ingest,
+        lookup=lookup,
+        audit=audit_queries,
+        recorder=recorder,
+        metrics=ranking_metrics,
+        clock=clock,
+        # Milvus Lite searches rows still in growing segments far slower: seal first.
+        after_ingest=store.provided.seal,
+    )
+    replay = providers.Factory(
+        Replay, lookup=lookup, audit=audit_queries, recorder=recorder, clock=clock
+    )

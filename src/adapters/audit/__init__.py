@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from lookup_knowledge.adapters.audit.engine import create_audit_engine, normalise_url
 from lookup_knowledge.adapters.audit.migrate import (
+    AlembicAuditSchema,
     current_revision,
     downgrade_database,
     head_revision,
@@ -14,6 +15,7 @@ from lookup_knowledge.adapters.audit.recorder import SqlToolInvocationRecorder
 from lookup_knowledge.adapters.audit.session_state import AuditSessionState
 
 __all__ = [
+    "AlembicAuditSchema",
     "AuditSessionState",
     "SqlAuditQueries",
     "SqlToolInvocationRecorder",

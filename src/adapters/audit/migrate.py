@@ -21,6 +21,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from lookup_knowledge.adapters.audit.engine import create_audit_engine
 from lookup_knowledge.adapters.audit.errors import translate
+from lookup_knowledge.application.ports import AuditSchema
 
 Target = str | URL | Engine
 
@@ -85,3 +86,20 @@ def current_revision(target: Target) -> str | None:
             return MigrationContext.configure(connection).get_current_revision()
     except SQLAlchemyError as error:
         raise translate(error, "reading the audit database revision") from error
+
+
+class AlembicAuditSchema(AuditSchema):
+    """The audit database's schema at one URL, migrated by the packaged Alembic
+    environment: what ``db upgrade|current`` use."""
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+
+    def upgrade(self, revision: str = "head") -> str | None:
+        return upgrade_database(self._url, revision=revision)
+
+    def current(self) -> str | None:
+        return current_revision(self._url)
+
+    def head(self) -> str:
+        return head_revision()

@@ -10,7 +10,6 @@ measures lookups, not that transient state.
 from __future__ import annotations
 
 from lookup_knowledge.adapters.api import LookupApp
-from lookup_knowledge.adapters.evaluation.metrics import IrMeasuresMetrics
 from lookup_knowledge.application.evaluation import MEASURES, Replay, RunEval
 from lookup_knowledge.application.ports import RankingMetrics
 
@@ -18,30 +17,14 @@ from lookup_knowledge.application.ports import RankingMetrics
 def seal_collection(app: LookupApp) -> None:
     """Seal the app's knowledge store before measuring: ingest seals what it writes, but
     a collection left by an interrupted run (or reused with --skip-ingest) may not be."""
-    app.container.store().seal()
+    app.seal_knowledge_store()
 
 
 def run_eval_for(
     app: LookupApp, *, metrics: RankingMetrics | None = None, measures: tuple[str, ...] = MEASURES
 ) -> RunEval:
-    container = app.container
-    return RunEval(
-        ingest=container.ingest(),
-        lookup=container.lookup(),
-        audit=app.audit,
-        recorder=app.recorder,
-        metrics=metrics or IrMeasuresMetrics(),
-        clock=container.clock(),
-        measures=measures,
-        after_ingest=lambda: seal_collection(app),
-    )
+    return app.eval_runner(measures)
 
 
 def replay_for(app: LookupApp) -> Replay:
-    container = app.container
-    return Replay(
-        lookup=container.lookup(),
-        audit=app.audit,
-        recorder=app.recorder,
-        clock=container.clock(),
-    )
+    return app.replayer()

@@ -124,6 +124,22 @@ class ToolInvocationRecorder(ABC):
         """Release resources."""
 
 
+class AuditSchema(ABC):
+    """The audit store's schema version: upgrade it, read where it is."""
+
+    @abstractmethod
+    def upgrade(self, revision: str = "head") -> str | None:
+        """Migrate to ``revision``; returns the revision the store is at afterwards."""
+
+    @abstractmethod
+    def current(self) -> str | None:
+        """The revision the store is at (None for an empty store)."""
+
+    @abstractmethod
+    def head(self) -> str:
+        """The newest revision this version of the package knows."""
+
+
 class SessionState(ABC):
     """Remembers which domains (categories) a session has retrieved evidence from."""
 
