@@ -33,6 +33,7 @@ from lookup_knowledge.application.ports import (
     InvocationSummary,
     QualitySummary,
     RecordOutcome,
+    SessionState,
     ShownEvidence,
     TimeRange,
     ToolInvocation,
@@ -43,7 +44,7 @@ from lookup_knowledge.application.ports import (
     normalise_cited,
     parse_invocation_id,
 )
-from lookup_knowledge.domain.errors import NotFoundError
+from lookup_knowledge.domain.errors import AuditError, NotFoundError
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,3 +299,36 @@ def in_memory_audit() -> tuple[InMemoryRecorder, InMemoryAuditQueries]:
 
 def utc(year: int, month: int = 1, day: int = 1, *parts: int) -> datetime:
     return datetime(year, month, day, *parts, tzinfo=UTC)
+
+
+class FakeSessionState(SessionState):
+    def __init__(self) -> None:
+        self.domains: dict[str, list[str]] = {}
+
+    def retrieved_domains(self, session_id: str) -> tuple[str, ...]:
+        return tuple(self.domains.get(session_id, ()))
+
+    def add_retrieved_domains(self, session_id: str, domains: Sequence[str]) -> None:
+        known = self.domains.setdefault(session_id, [])
+        known.extend(d for d in dict.fromkeys(domains) if d not in known)
+
+
+class FakeRecorder(ToolInvocationRecorder):
+    def __init__(self, fail_with: AuditError | None = None) -> None:
+        self.records: list[ToolInvocation] = []
+        self.fail_with = fail_with
+
+    def record(self, invocation: ToolInvocation) -> RecordOutcome:
+        if self.fail_with is not None:
+            raise self.fail_with
+        self.records.append(invocation)
+        return RecordOutcome.COMMITTED
+
+    def flush(self, session_id: str | None = None, timeout_s: float = 10.0) -> bool:
+        return True
+
+    def pending_count(self, session_id: str | None = None) -> int:
+        return 0
+
+    def failure_count(self) -> int:
+        return 0

@@ -1,24 +1,18 @@
-"""In-memory fakes that subclass the application ports (no mocks)."""
+"""A search engine and an embedder over lists: fakes of the search ports (no mocks)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 
 from lookup_knowledge.application.ports import (
-    Clock,
     Embedder,
     KnowledgeSearchHit,
     KnowledgeSearchPort,
     KnowledgeSearchRequest,
-    RecordOutcome,
     SearchCapabilities,
-    SessionState,
-    ToolInvocation,
-    ToolInvocationRecorder,
 )
-from lookup_knowledge.domain.errors import AuditError, SearchError
+from lookup_knowledge.domain.errors import SearchError
 from lookup_knowledge.domain.identity import extract_identity
 from lookup_knowledge.domain.model import SearchMode
 from lookup_knowledge.domain.relevance import ScoreKind
@@ -116,55 +110,6 @@ class FakeEmbedder(Embedder):
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         return [self.embed_query(t) for t in texts]
-
-
-class FakeRecorder(ToolInvocationRecorder):
-    def __init__(self, fail_with: AuditError | None = None) -> None:
-        self.records: list[ToolInvocation] = []
-        self.fail_with = fail_with
-
-    def record(self, invocation: ToolInvocation) -> RecordOutcome:
-        if self.fail_with is not None:
-            raise self.fail_with
-        self.records.append(invocation)
-        return RecordOutcome.COMMITTED
-
-    def flush(self, session_id: str | None = None, timeout_s: float = 10.0) -> bool:
-        return True
-
-    def pending_count(self, session_id: str | None = None) -> int:
-        return 0
-
-    def failure_count(self) -> int:
-        return 0
-
-
-class FakeSessionState(SessionState):
-    def __init__(self) -> None:
-        self.domains: dict[str, list[str]] = {}
-
-    def retrieved_domains(self, session_id: str) -> tuple[str, ...]:
-        return tuple(self.domains.get(session_id, ()))
-
-    def add_retrieved_domains(self, session_id: str, domains: Sequence[str]) -> None:
-        known = self.domains.setdefault(session_id, [])
-        known.extend(d for d in dict.fromkeys(domains) if d not in known)
-
-
-class FakeClock(Clock):
-    """Advances 1 ms on every monotonic read so durations are positive and exact."""
-
-    def __init__(self) -> None:
-        self._now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-        self._mono = 0.0
-
-    def now(self) -> datetime:
-        self._now += timedelta(milliseconds=1)
-        return self._now
-
-    def monotonic(self) -> float:
-        self._mono += 0.001
-        return self._mono
 
 
 def chunk(

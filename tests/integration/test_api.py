@@ -20,7 +20,7 @@ from lookup_knowledge.application.ports import (
     KnowledgeSearchRequest,
 )
 from lookup_knowledge.domain.errors import InvalidInputError, LookupKnowledgeError
-from tests.unit.fakes import FakeRecorder, FakeSearch, chunk
+from tests.fakes import FakeRecorder, FakeSearch, chunk
 
 
 def _docs(root: Path) -> Path:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from lookup_knowledge.adapters.config import reference_markdown
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[3] / "README.md"
 
 
 def test_readme_configuration_table_matches_the_settings_model() -> None:

@@ -14,7 +14,7 @@ from lookup_knowledge.application.lookup import LookupKnowledge
 from lookup_knowledge.application.query_transformer import QueryTransformer
 from lookup_knowledge.application.tool import anthropic_tool_schema, openai_tool_schema
 from lookup_knowledge.domain.errors import SearchTimeout
-from tests.unit.fakes import (
+from tests.fakes import (
     FakeClock,
     FakeEmbedder,
     FakeRecorder,

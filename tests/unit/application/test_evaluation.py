@@ -47,8 +47,8 @@ from lookup_knowledge.domain.errors import (
 )
 from lookup_knowledge.domain.model import SearchMode
 from lookup_knowledge.domain.settings import RetrievalSettings
+from tests.fakes import FakeClock, FakeRecorder, FakeSessionState
 from tests.fakes.audit import InMemoryAuditQueries, InMemoryRecorder, in_memory_audit
-from tests.unit.fakes import FakeClock, FakeRecorder, FakeSessionState
 
 # --------------------------------------------------------------------------- fixtures
 

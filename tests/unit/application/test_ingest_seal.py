@@ -7,7 +7,7 @@ from lookup_knowledge.adapters.files.chunking import MarkdownChunker
 from lookup_knowledge.adapters.memory import InMemoryKnowledgeBase
 from lookup_knowledge.application.ingest import IngestDocuments, StaticDocumentSource
 from lookup_knowledge.application.ports import SourceDocument
-from tests.unit.fakes import FakeClock
+from tests.fakes import FakeClock
 
 
 class SealCountingStore(InMemoryKnowledgeBase):

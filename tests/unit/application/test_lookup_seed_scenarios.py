@@ -7,7 +7,7 @@ from lookup_knowledge.application.query_transformer import QueryTransformer
 from lookup_knowledge.domain.model import SearchMode
 from lookup_knowledge.domain.projection import ProjectionBudgets
 from lookup_knowledge.domain.settings import RetrievalSettings
-from tests.unit.fakes import (
+from tests.fakes import (
     FakeClock,
     FakeEmbedder,
     FakeRecorder,

@@ -14,7 +14,7 @@ from lookup_knowledge.domain.errors import AuditError, InvalidInputError, Search
 from lookup_knowledge.domain.model import InvocationStatus, SearchMode
 from lookup_knowledge.domain.relevance import ScoreKind
 from lookup_knowledge.domain.settings import RetrievalSettings
-from tests.unit.fakes import (
+from tests.fakes import (
     FakeClock,
     FakeEmbedder,
     FakeRecorder,
