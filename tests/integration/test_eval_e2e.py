@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lookup_knowledge.adapters.api import create_app
-from lookup_knowledge.adapters.evaluation.cli import eval_app
+from lookup_knowledge.adapters.cli.eval import eval_app
 from lookup_knowledge.application.ports import InvocationFilter
 
 pytestmark = pytest.mark.slow

@@ -21,7 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from lookup_knowledge.adapters.cli_common import console, parse_when
+from lookup_knowledge.adapters.cli.render import console, parse_when
 from lookup_knowledge.adapters.logging_setup import configure_logging
 from lookup_knowledge.domain.errors import (
     ConfigurationError,
@@ -49,7 +49,7 @@ app.add_typer(config_app, name="config")
 
 def _register_eval() -> None:
     # Imported here so the eval adapters load with the CLI, not with the package.
-    from lookup_knowledge.adapters.evaluation.cli import eval_app
+    from lookup_knowledge.adapters.cli.eval import eval_app
 
     app.add_typer(eval_app, name="eval", help="Retrieval quality on BEIR collections; replay.")
 

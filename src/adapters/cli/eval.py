@@ -36,7 +36,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from lookup_knowledge.adapters.cli_common import console, parse_when
+from lookup_knowledge.adapters.cli.render import console, parse_when
 from lookup_knowledge.adapters.config import LoadedSettings, load_settings
 from lookup_knowledge.adapters.evaluation.beir import eval_collection_name, load_beir
 from lookup_knowledge.adapters.evaluation.configurations import (
@@ -444,7 +444,7 @@ def replay(
 
 
 def main() -> None:
-    """``python -m lookup_knowledge.adapters.evaluation.cli``: the sub-app on its own,
+    """``python -m lookup_knowledge.adapters.cli.eval``: the sub-app on its own,
     with the same exit codes as ``lookup-knowledge`` (2 bad input, 1 anything else)."""
     err_console = console(stderr=True)
     try:
