@@ -29,7 +29,7 @@ from lookup_knowledge.adapters.milvus import schema as fields
 from lookup_knowledge.adapters.runtime import SystemClock
 from lookup_knowledge.application.ingest import (
     IngestDocuments,
-    IngestSettings,
+    IngestConfig,
     StaticDocumentSource,
     embedding_input,
 )
@@ -126,7 +126,7 @@ def main() -> int:
         chunker=chunker,
         clock=SystemClock(),
         embedder=embedder,
-        settings=IngestSettings(write_batch_size=args.batch),
+        settings=IngestConfig(write_batch_size=args.batch),
     )
     started = time.perf_counter()
     report = use_case.execute(StaticDocumentSource(documents))

@@ -45,7 +45,7 @@ from lookup_knowledge.adapters.runtime import (
 )
 from lookup_knowledge.adapters.telemetry import OpenTelemetryTelemetry
 from lookup_knowledge.application.evaluation import Replay, RunEval
-from lookup_knowledge.application.ingest import IngestDocuments, IngestSettings
+from lookup_knowledge.application.ingest import IngestConfig, IngestDocuments
 from lookup_knowledge.application.lookup import LookupKnowledge
 from lookup_knowledge.application.ports import AuditQueries, RankingMetrics
 from lookup_knowledge.application.query_transformer import QueryTransformer
@@ -138,8 +138,8 @@ def _chunker(settings: Settings) -> MarkdownChunker:
     )
 
 
-def _ingest_settings(settings: Settings) -> IngestSettings:
-    return IngestSettings(
+def _ingest_settings(settings: Settings) -> IngestConfig:
+    return IngestConfig(
         embed_batch_size=settings.embedder.batch_size,
         write_batch_size=settings.ingest.batch_size,
     )

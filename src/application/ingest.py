@@ -8,7 +8,7 @@ Read top to bottom, ``IngestDocuments.execute`` is the whole flow:
     that disappeared from the source -> report counts
 
 Identity: every chunk row carries ``doc_id`` and ``chunk_index`` (contiguous from 0)
-and its primary key is the evidence key ``docId#chunk-N`` (spec 004), so the lookup
+and its primary key is the evidence key ``docId#chunk-N`` (``docs/architecture.md``, Evidence identity), so the lookup
 pipeline can dedup and cap on ids alone.
 
 Crash safety: the content hash that decides "unchanged" is read from chunk 0, and
@@ -120,7 +120,7 @@ class IngestReport:
 
 
 @dataclass(frozen=True, slots=True)
-class IngestSettings:
+class IngestConfig:
     embed_batch_size: int = 64
     write_batch_size: int = 512
 
@@ -191,13 +191,13 @@ class IngestDocuments:
         chunker: Chunker,
         clock: Clock,
         embedder: Embedder | None = None,
-        settings: IngestSettings | None = None,
+        settings: IngestConfig | None = None,
     ) -> None:
         self._store = store
         self._chunker = chunker
         self._clock = clock
         self._embedder = embedder
-        self._settings = settings or IngestSettings()
+        self._settings = settings or IngestConfig()
 
     @property
     def fingerprint(self) -> str:

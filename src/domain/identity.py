@@ -1,4 +1,4 @@
-"""Evidence identity (spec 004, decision D1).
+"""Evidence identity (``docs/architecture.md``, Evidence identity).
 
 ``evidenceKey`` is ``docId#chunk-N`` when the hit carries both a document id and a chunk
 index, ``vector:{id}`` when it carries only a vector id, ``rank:{n}`` otherwise. The
@@ -85,7 +85,7 @@ def parse_vector_id(value: object) -> str | None:
 def extract_identity(
     metadata: Mapping[str, object], vector_id: object, original_rank: int
 ) -> EvidenceIdentity:
-    """Apply D1 to one hit. ``original_rank`` is 1-based within the search response."""
+    """Apply the identity rules to one hit. ``original_rank`` is 1-based within the search response."""
     doc_id = parse_doc_id(_first_present(metadata, DOC_ID_ALIASES))
     chunk_index = parse_chunk_index(_first_present(metadata, CHUNK_INDEX_ALIASES))
     vid = parse_vector_id(vector_id)

@@ -1,4 +1,4 @@
-"""Post-processing policies (spec 004, D2-D4): sort, dedup by evidenceKey, cap, truncate.
+"""Post-processing policies (``docs/architecture.md``, Evidence identity): sort, dedup by evidenceKey, cap, truncate.
 
 Each function is pure and keeps the relative order of what it keeps, so the output of
 the chain is always a subsequence of the score order.

@@ -1,6 +1,6 @@
 """Agent projection: what the agent receives, bounded by budgets.
 
-``document_id`` is the chunk-scoped evidenceKey (spec 004, D5), so a citation maps 1:1
+``document_id`` is the chunk-scoped evidenceKey (``docs/architecture.md``, Result contract), so a citation maps 1:1
 to an excerpt the agent was shown. ``source`` may repeat; ``document_id`` never does.
 Budgets: at most ``max_blocks`` blocks, each excerpt at most ``max_excerpt_chars``, all
 excerpts together at most ``max_total_chars`` (the last block is shortened to fit when

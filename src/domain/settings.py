@@ -1,4 +1,4 @@
-"""Retrieval width, return width and the per-document cap (spec 004, decision D4).
+"""Retrieval width, return width and the per-document cap (``docs/architecture.md``, Evidence identity).
 
 ``rag.retrieve-k`` is the recall width asked of the search engine; ``rag.return-n`` the
 most evidence blocks a lookup returns after post-processing. The legacy ``rag.top-k`` is

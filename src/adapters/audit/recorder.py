@@ -44,6 +44,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, exists, func, insert, select
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
+from lookup_knowledge.adapters.audit.backoff import Backoff
 from lookup_knowledge.adapters.audit.codec import clean_invocation
 from lookup_knowledge.adapters.audit.engine import SQLITE_BEGIN_OPTION
 from lookup_knowledge.adapters.audit.errors import is_permanent, is_seq_conflict
@@ -143,8 +144,6 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
         """``background_drain_s``: while records are spooled, the background drainer looks
         at least this often (in real seconds) whether the backoff is over; ``None``: no
         background drainer (records are replayed by ``record`` and ``flush`` only)."""
-        if backoff_initial_s < 0 or backoff_max_s < backoff_initial_s:
-            raise ValueError("need 0 <= backoff_initial_s <= backoff_max_s")
         if background_drain_s is not None and not background_drain_s > 0:
             raise ValueError("background_drain_s must be > 0 or None")
         if max_seq_retries < 1:
@@ -156,13 +155,9 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
         self._lock = threading.RLock()  # spool + counters
         self._replay_lock = threading.Lock()  # one replayer at a time
         self._failures = 0
-        self._committed = 0
-        self._backoff_initial = backoff_initial_s
-        self._backoff_max = backoff_max_s
-        self._backoff = 0.0
-        self._retry_at = 0.0
         self._max_seq_retries = max_seq_retries
         self._monotonic = monotonic
+        self._backoff = Backoff(backoff_initial_s, backoff_max_s, monotonic=monotonic)
         self._closed = False
         self._fsync = fsync
         self._background_s = background_drain_s
@@ -195,11 +190,11 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
                 # Behind the queue: keeps the session's order.
                 return self._keep(clean)
         try:
-            inserted = self._write(clean)
+            self._write(clean)
         except Exception as error:  # noqa: BLE001 - any failure: the record must not be lost
             self._note_failure(error, clean.id, "write")
             return self._keep(clean)
-        self._note_success(inserted)
+        self._note_success()
         return RecordOutcome.COMMITTED
 
     def _keep(self, clean: ToolInvocation) -> RecordOutcome:
@@ -286,13 +281,6 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
         """Records (or spool lines) set aside in ``rejected.jsonl``: kept, never replayed."""
         return self._spool.rejected_count()
 
-    def committed_count(self) -> int:
-        return self._committed
-
-    @property
-    def spool_directory(self) -> Path:
-        return self._spool.directory
-
     def close(self) -> None:
         """Stop; spooled records stay on disk and are replayed by the next recorder.
 
@@ -317,7 +305,7 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
         if self._closed or not len(self._spool):
             return _IDLE_WAKE_S
         if self._in_backoff():
-            return min(max(self._retry_at - self._monotonic(), 0.0), poll)
+            return min(self._backoff.seconds_left(), poll)
         try:
             self._drain(respect_backoff=True, blocking=False)
         except Exception:  # a drainer that dies would leave records spooled until a flush
@@ -358,7 +346,7 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
 
     def _replay_one(self, entry: SpoolEntry) -> bool:
         try:
-            inserted = self._write(entry.invocation)
+            self._write(entry.invocation)
         except Exception as error:  # noqa: BLE001 - classified below, never lost
             if is_permanent(error):
                 self._note_failure(error, entry.invocation.id, "replay (rejected)", backoff=False)
@@ -366,7 +354,7 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
                 return True
             self._note_failure(error, entry.invocation.id, "replay")
             return False
-        self._note_success(inserted)
+        self._note_success()
         self._spool.pop_head(entry)
         return True
 
@@ -426,7 +414,7 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
     # ------------------------------------------------------------------ health
 
     def _in_backoff(self) -> bool:
-        return self._retry_at > self._monotonic()
+        return self._backoff.waiting()
 
     def _note_failure(
         self, error: BaseException, invocation_id: str, doing: str, *, backoff: bool = True
@@ -434,12 +422,7 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
         with self._lock:
             self._failures += 1
             if backoff:
-                self._backoff = (
-                    self._backoff_initial
-                    if self._backoff == 0.0
-                    else min(self._backoff * 2, self._backoff_max)
-                )
-                self._retry_at = self._monotonic() + self._backoff
+                self._backoff.failed()
             failures = self._failures
         logger.warning(
             "audit %s failed; record kept in the local spool",
@@ -452,11 +435,9 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
             },
         )
 
-    def _note_success(self, inserted: bool) -> None:
+    def _note_success(self) -> None:
         with self._lock:
-            self._committed += int(inserted)
-            self._backoff = 0.0
-            self._retry_at = 0.0
+            self._backoff.succeeded()
 
 
 def _drain_in_background(

@@ -17,6 +17,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
+from lookup_knowledge.adapters.audit.backoff import Backoff
 from lookup_knowledge.application.ports import AuditQueries, SessionState
 from lookup_knowledge.domain.errors import LookupKnowledgeError
 
@@ -43,26 +44,19 @@ class AuditSessionState(SessionState):
     ) -> None:
         if max_sessions < 1:
             raise ValueError("max_sessions must be >= 1")
-        if backoff_initial_s < 0 or backoff_max_s < backoff_initial_s:
-            raise ValueError("need 0 <= backoff_initial_s <= backoff_max_s")
         self._queries = queries
         self._max = max_sessions
         self._sessions: OrderedDict[str, _Entry] = OrderedDict()
         self._lock = threading.Lock()
-        self._backoff_initial = backoff_initial_s
-        self._backoff_max = backoff_max_s
-        self._down = False  # the last read of the store failed
-        self._backoff = 0.0
-        self._retry_at = 0.0
+        self._backoff = Backoff(backoff_initial_s, backoff_max_s, monotonic=monotonic)
         self._probing = False
-        self._monotonic = monotonic
 
     def _may_query(self) -> bool:
         """Under ``_lock``. While the store is believed down: not before the backoff is
         over, and then one probe at a time (the caller reports back via ``_loaded``)."""
-        if not self._down:
+        if not self._backoff.down:
             return True
-        if self._probing or self._monotonic() < self._retry_at:
+        if self._probing or self._backoff.waiting():
             return False
         self._probing = True
         return True
@@ -71,15 +65,9 @@ class AuditSessionState(SessionState):
         with self._lock:
             self._probing = False
             if ok:
-                self._down = False
-                self._backoff = 0.0
-                self._retry_at = 0.0
-                return
-            self._backoff = (
-                min(self._backoff * 2, self._backoff_max) if self._down else self._backoff_initial
-            )
-            self._down = True
-            self._retry_at = self._monotonic() + self._backoff
+                self._backoff.succeeded()
+            else:
+                self._backoff.failed()
 
     def _entry(self, session_id: str) -> _Entry:
         with self._lock:
@@ -101,7 +89,7 @@ class AuditSessionState(SessionState):
                 extra={
                     "session_id": session_id,
                     "error": str(error),
-                    "retry_in_s": self._backoff,
+                    "retry_in_s": self._backoff.delay_s,
                 },
             )
             return entry

@@ -228,10 +228,6 @@ class Spool:
     def rejected_count(self) -> int:
         return self._rejected
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
     def head(self) -> SpoolEntry | None:
         with self._lock:
             return self._entries[0] if self._entries else None

@@ -158,12 +158,6 @@ def chart_png(report: EvalReport) -> bytes:
     return buffer.getvalue()
 
 
-def write_chart_png(report: EvalReport, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(chart_png(report))
-    return path
-
-
 def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join(

@@ -173,10 +173,6 @@ class MilvusConnection:
     def timeout_s(self) -> float:
         return self._timeout_s
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
     def client(self) -> Any:
         """The pymilvus client; ``SearchUnavailable`` when it cannot connect or is closed."""
         client = self._client

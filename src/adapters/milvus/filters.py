@@ -66,11 +66,6 @@ def eq(name: str, value: str | int) -> str:
     return f"{field_name(name)} == {literal}"
 
 
-def gt(name: str, value: str | int) -> str:
-    literal = int_literal(value) if isinstance(value, int) else string_literal(value)
-    return f"{field_name(name)} > {literal}"
-
-
 def in_list(name: str, values: Sequence[str] | Sequence[int]) -> str:
     if not values:
         raise InvalidInputError(f"empty value list for {name}")

@@ -46,7 +46,7 @@ _NO_METADATA: Mapping[str, object] = MappingProxyType({})
 
 @dataclass(frozen=True, slots=True)
 class KnowledgeSearchHit:
-    """One hit as the engine returned it, with identity already extracted (D6).
+    """One hit as the engine returned it, with identity already extracted.
 
     ``metadata`` carries at least what the adapter knows of: doc_id, chunk_index,
     category, source, title, breadcrumb, source_type. ``content`` is None when the

@@ -1,0 +1,47 @@
+"""What shapes a lookup: ``LookupConfig`` (from configuration, validated by its parts) and
+``LookupOptions`` (what a host may pass per call; the agent passes only a query)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lookup_knowledge.domain.errors import ConfigurationError
+from lookup_knowledge.domain.model import SearchMode
+from lookup_knowledge.domain.projection import ProjectionBudgets
+from lookup_knowledge.domain.quality import QualityThresholds
+from lookup_knowledge.domain.relevance import RelevanceCalibration
+from lookup_knowledge.domain.rerank import RerankWeights
+from lookup_knowledge.domain.settings import RetrievalSettings
+
+
+@dataclass(frozen=True, slots=True)
+class LookupConfig:
+    """Everything that shapes a lookup, validated by its parts."""
+
+    retrieval: RetrievalSettings = field(default_factory=RetrievalSettings)
+    mode: SearchMode = SearchMode.DENSE
+    engine_grouping: bool = False
+    # Off by default: measured at 100k chunks the second round trip costs more than
+    # returning ~1 KB texts with the search, and rerank bonuses want the text.
+    late_materialisation: bool = False
+    rerank: RerankWeights = field(default_factory=RerankWeights)
+    calibration: RelevanceCalibration = field(default_factory=RelevanceCalibration)
+    context_char_budget: int = 4000
+    context_min_excerpt_chars: int = 80
+    projection: ProjectionBudgets = field(default_factory=ProjectionBudgets)
+    quality: QualityThresholds = field(default_factory=QualityThresholds)
+
+    def __post_init__(self) -> None:
+        if self.context_char_budget < 1:
+            raise ConfigurationError(
+                "rag.context.char-budget", self.context_char_budget, "must be >= 1"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class LookupOptions:
+    """Per-call overrides a host (or the CLI) may pass; the agent passes only a query."""
+
+    mode: SearchMode | None = None
+    category: str | None = None  # an explicit filter: no unfiltered retry
+    tool_call_id: str | None = None
