@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lookup_knowledge.adapters.api import LookupApp, create_app
+from lookup_knowledge.adapters.config import load_settings
+from lookup_knowledge.adapters.container import Container
 from lookup_knowledge.adapters.evaluation.beir import BeirDataset, eval_collection_name, load_beir
-from lookup_knowledge.adapters.evaluation.harness import seal_collection
 from lookup_knowledge.application.ingest import IngestProgress
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,22 +35,25 @@ def open_scifact(
     limit_queries: int | None = None,
     corpus_sample: int | None = None,
     audit: bool = True,
-) -> tuple[LookupApp, BeirDataset, str]:
-    """A LookupApp on the SciFact eval collection (ingested if needed), the dataset and
-    the collection name."""
+) -> tuple[LookupApp, Container, BeirDataset, str]:
+    """A LookupApp on the SciFact eval collection (ingested if needed), its container (a
+    benchmark compares the use case with hand-wired variants of it), the dataset and the
+    collection name."""
     folder = DATASETS / "scifact"
     if not folder.is_dir():
         sys.exit(f"SciFact not found at {folder} (see the dataset's SOURCE.md)")
     beir = load_beir(folder, split=split, limit_queries=limit_queries, corpus_sample=corpus_sample)
     collection = eval_collection_name(beir, embedder)
-    app = create_app(
+    settings = load_settings(
         overrides={
             "data-dir": str(data_dir),
             "embedder.provider": embedder,
             "milvus.collection": collection,
             "audit.enabled": audit,
         }
-    )
+    ).settings
+    container = Container(settings=settings)
+    app = create_app(settings, container=container)
     started = time.perf_counter()
 
     def progress(event: IngestProgress) -> None:
@@ -64,15 +68,15 @@ def open_scifact(
             flush=True,
         )
 
-    report = app.container.ingest().execute(beir.dataset.corpus, sync=True, progress=progress)
-    seal_collection(app)  # fresh rows in growing segments are searched far slower
+    report = app.ingest_source(beir.dataset.corpus, sync=True, progress=progress)
+    app.seal_knowledge_store()  # fresh rows in growing segments are searched far slower
     print(
         f"\r  collection {collection}: {report.documents_seen} documents, "
         f"{report.unchanged} unchanged, {report.added + report.updated} (re)written, "
         f"{report.chunks_written} chunks written in {time.perf_counter() - started:.1f} s",
         file=sys.stderr,
     )
-    return app, beir, collection
+    return app, container, beir, collection
 
 
 def percentile(values: Sequence[float], p: float) -> float:

@@ -28,8 +28,8 @@ from lookup_knowledge.adapters.milvus import MilvusConnection, MilvusKnowledgeSt
 from lookup_knowledge.adapters.milvus import schema as fields
 from lookup_knowledge.adapters.runtime import SystemClock
 from lookup_knowledge.application.ingest import (
-    IngestDocuments,
     IngestConfig,
+    IngestDocuments,
     StaticDocumentSource,
     embedding_input,
 )

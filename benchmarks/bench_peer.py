@@ -68,13 +68,12 @@ def main() -> None:
 
     from langchain_milvus import Milvus
 
-    app, beir, collection = open_scifact(
+    app, container, beir, collection = open_scifact(
         data_dir=args.data_dir,
         embedder="onnx-minilm",
         limit_queries=args.queries + args.warmup,
     )
     with app:
-        container = app.container
         embedder: Embedder = container.embedder()
         config = LookupConfig(
             retrieval=RetrievalSettings(retrieve_k=20, return_n=K, max_chunks_per_document=2),

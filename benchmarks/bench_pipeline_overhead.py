@@ -45,9 +45,8 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    app, beir, collection = open_scifact(data_dir=args.data_dir, embedder=args.embedder)
+    app, container, beir, collection = open_scifact(data_dir=args.data_dir, embedder=args.embedder)
     with app:
-        container = app.container
         base: LookupKnowledge = container.lookup()
         config = LookupConfig(
             retrieval=RetrievalSettings(retrieve_k=20),
