@@ -15,7 +15,6 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     Engine,
-    Row,
     RowMapping,
     Select,
     and_,
@@ -182,8 +181,8 @@ class SqlAuditQueries(AuditQueries):
             .limit(query.limit + 1)
             .offset(query.offset)
         )
-        rows = self._run("listing invocations", lambda c: c.execute(stmt).all())
-        items = tuple(_summary(r._mapping) for r in rows[: query.limit])
+        rows = self._run("listing invocations", lambda c: c.execute(stmt).mappings().all())
+        items = tuple(_summary(r) for r in rows[: query.limit])
         more = len(rows) > query.limit
         return InvocationPage(items, query.offset + query.limit if more else None)
 
@@ -242,14 +241,14 @@ class SqlAuditQueries(AuditQueries):
             .where(E.c.session_id == session_id)
             .order_by(T.c.seq, E.c.rank)
         )
-        rows = self._run("reading a session's evidence", lambda c: c.execute(stmt).all())
+        rows = self._run("reading a session's evidence", lambda c: c.execute(stmt).mappings().all())
         return tuple(
             ShownEvidence(
-                invocation_id=str(r._mapping["invocation_id"]),
-                seq=int(r._mapping["seq"]),
-                step_id=r._mapping["step_id"],
-                started_at=r._mapping["started_at"],
-                evidence=_evidence(r._mapping),
+                invocation_id=str(r["invocation_id"]),
+                seq=int(r["seq"]),
+                step_id=r["step_id"],
+                started_at=r["started_at"],
+                evidence=_evidence(r),
             )
             for r in rows
         )
@@ -273,10 +272,9 @@ class SqlAuditQueries(AuditQueries):
         if not cited:
             return {}
         stmt = citation_sources_statement(session_id, cited)
-        rows = self._run("verifying citations", lambda c: c.execute(stmt).all())
+        rows = self._run("verifying citations", lambda c: c.execute(stmt).mappings().all())
         found: dict[str, CitationSource] = {}
-        for r in rows:
-            m = r._mapping
+        for m in rows:
             if m["document_id"] not in found:
                 found[m["document_id"]] = CitationSource(
                     document_id=m["document_id"],
@@ -306,14 +304,14 @@ class SqlAuditQueries(AuditQueries):
             .order_by(times.desc(), E.c.document_id)
             .limit(limit)
         )
-        rows = self._run("ranking documents", lambda c: c.execute(stmt).all())
+        rows = self._run("ranking documents", lambda c: c.execute(stmt).mappings().all())
         return tuple(
             DocumentCount(
-                document_id=r._mapping["document_id"],
-                doc_id=r._mapping["doc_id"],
-                source=r._mapping["source"] or "",
-                times_returned=int(r._mapping["times"]),
-                sessions=int(r._mapping["sessions"]),
+                document_id=r["document_id"],
+                doc_id=r["doc_id"],
+                source=r["source"] or "",
+                times_returned=int(r["times"]),
+                sessions=int(r["sessions"]),
             )
             for r in rows
         )
@@ -341,11 +339,10 @@ class SqlAuditQueries(AuditQueries):
                 func.percentile_disc(0.95).within_group(T.c.duration_ms).label("p95"),
             ]
 
-        def work(conn: Connection) -> tuple[Row[Any], float | None, float | None]:
-            head = conn.execute(select(*columns).where(where)).one()
-            m = head._mapping
+        def work(conn: Connection) -> tuple[RowMapping, float | None, float | None]:
+            m = conn.execute(select(*columns).where(where)).mappings().one()
             if self._is_pg or not m["n"]:
-                return head, m.get("p50"), m.get("p95")
+                return m, m.get("p50"), m.get("p95")
             n = int(m["n"])
 
             def at(percentile: float) -> float:
@@ -358,10 +355,9 @@ class SqlAuditQueries(AuditQueries):
                 ).scalar_one()
                 return float(value)
 
-            return head, at(50), at(95)
+            return m, at(50), at(95)
 
-        head, p50, p95 = self._run("summarising quality", work)
-        m = head._mapping
+        m, p50, p95 = self._run("summarising quality", work)
         n = int(m["n"])
         return QualitySummary(
             time_range=time_range,

@@ -297,7 +297,7 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
             self._closed = True
             self._spool.close()
 
-    def _background_step(self) -> float:
+    def background_step(self) -> float:
         """One round of the background drainer: replay if records are pending and the
         backoff is over. Returns how long to wait (real seconds) before the next round;
         a spooled record ends the wait early."""
@@ -450,6 +450,6 @@ def _drain_in_background(
         recorder = ref()
         if recorder is None:
             return
-        delay = recorder._background_step()
+        delay = recorder.background_step()
         del recorder
         wake.wait(delay)
