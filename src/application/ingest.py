@@ -169,8 +169,17 @@ class _Pending:
 
 
 @dataclass
-class _Tally:
-    seen: int = 0
+class _Run:
+    """The state of one ingest run: counts, what was seen, what waits to be written."""
+
+    total: int | None
+    notify: ProgressCallback
+    fingerprint: str
+    existing: dict[str, str]
+    seen: set[str] = field(default_factory=set)
+    failed_ids: set[str] = field(default_factory=set)
+    pending: list[_Pending] = field(default_factory=list)
+    pending_chunks: int = 0
     added: int = 0
     updated: int = 0
     unchanged: int = 0
@@ -179,6 +188,24 @@ class _Tally:
     chunks_written: int = 0
     chunks_deleted: int = 0
     failures: list[DocumentLoadFailure] = field(default_factory=list)
+
+    def progress(self, phase: str, current: str = "") -> None:
+        done = len(self.seen) + len(self.failures)
+        self.notify(IngestProgress(phase, done, self.total, self.chunks_written, current))
+
+    def report(self, duration_ms: float) -> IngestReport:
+        return IngestReport(
+            documents_seen=len(self.seen),
+            added=self.added,
+            updated=self.updated,
+            unchanged=self.unchanged,
+            empty=self.empty,
+            deleted=self.deleted,
+            chunks_written=self.chunks_written,
+            chunks_deleted=self.chunks_deleted,
+            failures=tuple(self.failures),
+            duration_ms=duration_ms,
+        )
 
 
 class IngestDocuments:
@@ -221,115 +248,67 @@ class IngestDocuments:
         not empty the knowledge base).
         """
         t0 = self._clock.monotonic()
-        report = _Tally()
-        notify = progress or (lambda _event: None)
-        total = source.estimated_count()
         dimension = self._embedder.dimension if self._embedder is not None else None
         self._store.ensure_collection(dimension)
-        existing = self._store.document_hashes()
-        fingerprint = self.fingerprint
-        seen: set[str] = set()
-        failed_ids: set[str] = set()
-        pending: list[_Pending] = []
-        pending_chunks = 0
-
+        run = _Run(
+            total=source.estimated_count(),
+            notify=progress or (lambda _event: None),
+            fingerprint=self.fingerprint,
+            existing=self._store.document_hashes(),
+        )
         for loaded in source.documents():
             if isinstance(loaded, DocumentLoadFailure):
-                report.failures.append(loaded)
+                run.failures.append(loaded)
                 if loaded.doc_id is not None:
-                    failed_ids.add(loaded.doc_id)
-                notify(
-                    IngestProgress(
-                        "scan",
-                        len(seen) + len(report.failures),
-                        total,
-                        report.chunks_written,
-                        loaded.source,
-                    )
-                )
+                    run.failed_ids.add(loaded.doc_id)
+                run.progress("scan", loaded.source)
                 continue
-            doc = loaded
-            if doc.doc_id in seen:
-                report.failures.append(
-                    DocumentLoadFailure(
-                        doc.source or doc.doc_id,
-                        f"duplicate doc_id {doc.doc_id!r} in this run; the first one was kept",
-                        None,
-                    )
-                )
-                continue
-            seen.add(doc.doc_id)
-            report.seen += 1
-            content_hash = document_hash(doc, fingerprint)
-            if existing.get(doc.doc_id) == content_hash:
-                report.unchanged += 1
-            else:
-                chunks = self._chunk(doc)
-                if not chunks:
-                    report.empty += 1
-                    if doc.doc_id in existing:
-                        report.chunks_deleted += self._store.delete_documents([doc.doc_id])
-                else:
-                    pending.append(_Pending(doc, chunks, content_hash, doc.doc_id in existing))
-                    pending_chunks += len(chunks)
-                    if pending_chunks >= self._settings.write_batch_size:
-                        self._flush(pending, report)
-                        pending, pending_chunks = [], 0
-                        notify(
-                            IngestProgress(
-                                "write",
-                                len(seen) + len(report.failures),
-                                total,
-                                report.chunks_written,
-                                doc.doc_id,
-                            )
-                        )
-            notify(
-                IngestProgress(
-                    "scan",
-                    len(seen) + len(report.failures),
-                    total,
-                    report.chunks_written,
-                    doc.doc_id,
-                )
-            )
-        if pending:
-            self._flush(pending, report)
-            notify(
-                IngestProgress(
-                    "write", len(seen) + len(report.failures), total, report.chunks_written
-                )
-            )
-
+            self._take(loaded, run)
+            run.progress("scan", loaded.doc_id)
+        if run.pending:
+            self._flush(run)
+            run.progress("write")
         if sync:
-            self._sync(source, existing, seen, failed_ids, report, allow_empty_sync)
-            notify(
-                IngestProgress(
-                    "sync", len(seen) + len(report.failures), total, report.chunks_written
-                )
-            )
-        if report.chunks_written or report.chunks_deleted:
+            self._sync(source, run, allow_empty_sync)
+            run.progress("sync")
+        if run.chunks_written or run.chunks_deleted:
             self._store.seal()
-        duration_ms = (self._clock.monotonic() - t0) * 1000.0
-        notify(
-            IngestProgress("done", len(seen) + len(report.failures), total, report.chunks_written)
-        )
-        result = IngestReport(
-            documents_seen=report.seen,
-            added=report.added,
-            updated=report.updated,
-            unchanged=report.unchanged,
-            empty=report.empty,
-            deleted=report.deleted,
-            chunks_written=report.chunks_written,
-            chunks_deleted=report.chunks_deleted,
-            failures=tuple(report.failures),
-            duration_ms=duration_ms,
-        )
+        result = run.report((self._clock.monotonic() - t0) * 1000.0)
+        run.progress("done")
         logger.info("ingest done", extra={"ingest_report": result.as_dict()})
         return result
 
     # ------------------------------------------------------------------ steps
+
+    def _take(self, doc: SourceDocument, run: _Run) -> None:
+        """One loaded document: skipped when unchanged, else chunked and queued; the
+        queue is written whenever it holds a write batch."""
+        if doc.doc_id in run.seen:
+            run.failures.append(
+                DocumentLoadFailure(
+                    doc.source or doc.doc_id,
+                    f"duplicate doc_id {doc.doc_id!r} in this run; the first one was kept",
+                    None,
+                )
+            )
+            return
+        run.seen.add(doc.doc_id)
+        content_hash = document_hash(doc, run.fingerprint)
+        existed = doc.doc_id in run.existing
+        if run.existing.get(doc.doc_id) == content_hash:
+            run.unchanged += 1
+            return
+        chunks = self._chunk(doc)
+        if not chunks:
+            run.empty += 1
+            if existed:
+                run.chunks_deleted += self._store.delete_documents([doc.doc_id])
+            return
+        run.pending.append(_Pending(doc, chunks, content_hash, existed))
+        run.pending_chunks += len(chunks)
+        if run.pending_chunks >= self._settings.write_batch_size:
+            self._flush(run)
+            run.progress("write", doc.doc_id)
 
     def _chunk(self, doc: SourceDocument) -> list[Chunk]:
         chunks = self._chunker.chunk(doc)
@@ -365,7 +344,8 @@ class IngestDocuments:
                 vectors.append(tuple(vector))
         return vectors
 
-    def _flush(self, pending: list[_Pending], report: _Tally) -> None:
+    def _flush(self, run: _Run) -> None:
+        pending, run.pending, run.pending_chunks = run.pending, [], 0
         all_chunks = [c for p in pending for c in p.chunks]
         vectors = iter(self._embed(all_chunks))
         now = self._clock.now()
@@ -404,38 +384,30 @@ class IngestDocuments:
             written += self._store.upsert_chunks(rest)
         updated = [p for p in pending if p.existed]
         if updated:
-            report.chunks_deleted += self._store.delete_chunks_except(
+            run.chunks_deleted += self._store.delete_chunks_except(
                 [p.document.doc_id for p in updated],
                 [c.evidence_key for p in updated for c in p.chunks],
             )
         written += self._store.upsert_chunks(heads)
-        report.chunks_written += written
+        run.chunks_written += written
         for item in pending:
             if item.existed:
-                report.updated += 1
+                run.updated += 1
             else:
-                report.added += 1
+                run.added += 1
 
-    def _sync(
-        self,
-        source: DocumentSource,
-        existing: dict[str, str],
-        seen: set[str],
-        failed_ids: set[str],
-        report: _Tally,
-        allow_empty: bool,
-    ) -> None:
+    def _sync(self, source: DocumentSource, run: _Run, allow_empty: bool) -> None:
         vanished = sorted(
             doc_id
-            for doc_id in existing
-            if doc_id not in seen and doc_id not in failed_ids and source.in_scope(doc_id)
+            for doc_id in run.existing
+            if doc_id not in run.seen and doc_id not in run.failed_ids and source.in_scope(doc_id)
         )
         if not vanished:
             return
-        if not seen and not allow_empty:
+        if not run.seen and not allow_empty:
             raise IngestError(
                 f"sync found no documents in the source but {len(vanished)} in the store; "
                 "refusing to delete them all (check the path, or allow an empty sync)"
             )
-        report.chunks_deleted += self._store.delete_documents(vanished)
-        report.deleted += len(vanished)
+        run.chunks_deleted += self._store.delete_documents(vanished)
+        run.deleted += len(vanished)
