@@ -9,6 +9,7 @@ from lookup_knowledge.adapters.config.display import (
 from lookup_knowledge.adapters.config.keys import CONFIG_FILE_ENV, ENV_PREFIX, env_var_name
 from lookup_knowledge.adapters.config.loading import LoadedSettings, load_settings
 from lookup_knowledge.adapters.config.properties import parse_properties
+from lookup_knowledge.adapters.config.redaction import mask_url
 from lookup_knowledge.adapters.config.settings import (
     EmbedderProvider,
     SearchBackend,
@@ -25,6 +26,7 @@ __all__ = [
     "describe_settings",
     "env_var_name",
     "load_settings",
+    "mask_url",
     "parse_properties",
     "reference_markdown",
     "reference_rows",

@@ -1,0 +1,76 @@
+"""What every command shares: the global options (``--config``, ``--data-dir``,
+``--debug``), the settings they select, the app built from them, and option parsing.
+
+The configuration and the API are imported when a command loads them, not with the
+command line: ``lookup-knowledge --help`` reads no settings and starts no driver.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lookup_knowledge.adapters.logging_setup import configure_logging
+from lookup_knowledge.domain.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from lookup_knowledge.adapters.api import LookupApp
+    from lookup_knowledge.adapters.config import LoadedSettings
+
+
+@dataclass
+class GlobalOptions:
+    """The root command's options, set by its callback before any command runs."""
+
+    config_file: Path | None = None
+    data_dir: Path | None = None
+    debug: bool = False
+
+
+OPTIONS = GlobalOptions()
+
+
+def set_global_options(config_file: Path | None, data_dir: Path | None, debug: bool) -> None:
+    OPTIONS.config_file, OPTIONS.data_dir, OPTIONS.debug = config_file, data_dir, debug
+    # Until the settings are read (they may be invalid), only warnings and errors.
+    configure_logging("DEBUG" if debug else "WARNING", json_lines=False)
+
+
+def load(extra: dict[str, object] | None = None) -> LoadedSettings:
+    """The settings (defaults < file < env < ``--data-dir`` < ``extra``); configures
+    logging from them."""
+    from lookup_knowledge.adapters.config import load_settings
+
+    overrides: dict[str, object] = {}
+    if OPTIONS.data_dir is not None:
+        overrides["data-dir"] = str(OPTIONS.data_dir)
+    overrides.update(extra or {})
+    loaded = load_settings(config_file=OPTIONS.config_file, overrides=overrides)
+    log = loaded.settings.log
+    # log.level governs the product's own loggers; the CLI stays quiet below WARNING
+    # unless asked (--debug, or log.level set by the user).
+    level = "DEBUG" if OPTIONS.debug else log.level
+    if loaded.sources.get("log.level", "default") == "default" and not OPTIONS.debug:
+        level = "WARNING"
+    configure_logging(level, json_lines=log.json_)
+    return loaded
+
+
+def open_app(extra: dict[str, object] | None = None) -> LookupApp:
+    """An app on the loaded settings; the caller closes it (``with``)."""
+    from lookup_knowledge.adapters.api import create_app
+
+    return create_app(load(extra).settings)
+
+
+def parse_when(value: str | None, name: str) -> datetime | None:
+    """An ISO date or datetime option; a naive one is taken as UTC."""
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidInputError(f"{name} must be an ISO date or datetime, got {value!r}") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

@@ -1,0 +1,3 @@
+from lookup_knowledge.adapters.cli.eval import main
+
+main()

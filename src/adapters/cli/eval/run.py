@@ -1,0 +1,299 @@
+"""``lookup-knowledge eval run``: ingest a BEIR corpus into its own collection, run its
+judged queries under each configuration (one audit session each), score what the audit
+store recorded, print the comparison and write ``<run>.json``/``.png``/``.html``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from lookup_knowledge.adapters.cli.eval.common import EMBEDDER_HELP, ProgressBar, SettingsLoader
+from lookup_knowledge.adapters.cli.render import console, print_json
+from lookup_knowledge.adapters.evaluation.configurations import (
+    ATOMS,
+    PRESETS,
+    as_set_options,
+    configuration_overrides,
+    depth_overrides,
+    expand,
+    parse_set_options,
+)
+from lookup_knowledge.application.evaluation import EvalConfiguration
+from lookup_knowledge.domain.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from lookup_knowledge.adapters.config import Settings
+    from lookup_knowledge.adapters.evaluation.beir import BeirDataset
+    from lookup_knowledge.application.evaluation import EvalReport
+
+
+class ChartFormat(StrEnum):
+    both = "both"
+    png = "png"
+    html = "html"
+    none = "none"
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What an eval run runs: the configurations (with the ``--set`` options that replay
+    each), on which collection, with which settings for the app."""
+
+    names: list[str]
+    base: dict[str, object]
+    depth: dict[str, object]
+    collection: str
+    configurations: list[EvalConfiguration]
+    replay_sets: dict[str, list[str]]
+    settings: Settings
+
+
+def _eval_collection(
+    loader: SettingsLoader, beir: BeirDataset, base: dict[str, object], collection: str | None
+) -> str:
+    """``--collection`` or ``eval_<dataset>_<embedder>``; never the knowledge base's own
+    collection, which the eval's sync would empty of everything but the corpus."""
+    knowledge = loader.load({k: v for k, v in base.items() if k != "milvus.collection"})
+    provider = loader.load(base).embedder.provider.value
+    target = collection or _collection_name(beir, provider)
+    if target == knowledge.milvus.collection:
+        raise InvalidInputError(
+            f"collection {target!r} is the knowledge base's collection; an eval syncs its "
+            "collection to the corpus (deleting other documents): choose another one"
+        )
+    return target
+
+
+def _collection_name(beir: BeirDataset, embedder: str) -> str:
+    from lookup_knowledge.adapters.evaluation.beir import eval_collection_name
+
+    return eval_collection_name(beir, embedder)
+
+
+def _plan(
+    loader: SettingsLoader,
+    beir: BeirDataset,
+    names: list[str],
+    base: dict[str, object],
+    depth: dict[str, object],
+    collection: str | None,
+) -> _Plan:
+    target = _eval_collection(loader, beir, base, collection)
+    configurations: list[EvalConfiguration] = []
+    replay_sets: dict[str, list[str]] = {}
+    for name in names:
+        changes = configuration_overrides(name)
+        overrides = {**base, **depth, **changes}
+        lookup_config = loader.load(overrides, collection=target).to_lookup_config()
+        configurations.append(EvalConfiguration(name, lookup_config, changes))
+        replay_sets[name] = as_set_options(overrides)
+    app_settings = loader.load({**base, **depth}, collection=target)
+    return _Plan(names, base, depth, target, configurations, replay_sets, app_settings)
+
+
+def _announce(err: Console, beir: BeirDataset, plan: _Plan) -> None:
+    corpus = (
+        f"corpus restricted to {len(beir.restricted_to)} documents"
+        if beir.restricted_to is not None
+        else "full corpus"
+    )
+    err.print(
+        f"eval of {beir.name}: {len(beir.dataset.queries)} queries, {corpus}"
+        f"; collection {plan.collection} in {plan.settings.milvus_uri}; embedder "
+        f"{plan.settings.embedder.provider.value}; configurations: {', '.join(plan.names)}"
+    )
+
+
+def _replay_commands(plan: _Plan, report: EvalReport) -> dict[str, str]:
+    """Per configuration, the ``eval replay`` command that re-runs its session."""
+    settings = plan.settings
+    return {
+        c.name: " ".join(
+            [
+                "lookup-knowledge eval replay",
+                f"--session {c.session_id}",
+                f"--data-dir {settings.data_dir}",
+                f"--collection {plan.collection}",
+                f"--embedder {settings.embedder.provider.value}",
+                *(f"--set {s}" for s in plan.replay_sets[c.name]),
+            ]
+        )
+        for c in report.configurations
+    }
+
+
+def _run_data(plan: _Plan, beir: BeirDataset, report: EvalReport) -> dict[str, object]:
+    """The report as written to ``<run>.json``: the scores and how to reproduce them."""
+    return {
+        **report.as_dict(),
+        "collection": plan.collection,
+        "milvusUri": plan.settings.milvus_uri,
+        "embedder": plan.settings.embedder.provider.value,
+        "corpus": str(beir.corpus_path),
+        "qrels": str(beir.qrels_path),
+        "corpusRestrictedTo": None if beir.restricted_to is None else len(beir.restricted_to),
+        "titleInText": beir.title_in_text,
+        "judgedQueriesWithoutText": list(beir.judged_without_text),
+        "depth": plan.depth,
+        "baseOverrides": plan.base,
+        "replayCommands": _replay_commands(plan, report),
+    }
+
+
+def _write_reports(
+    data: dict[str, object], report: EvalReport, folder: Path, chart: ChartFormat
+) -> list[Path]:
+    from lookup_knowledge.adapters.evaluation.reports import chart_png, write_html, write_json
+
+    written = [write_json(data, folder / f"{report.run_id}.json")]
+    if chart is ChartFormat.none:
+        return written
+    png = chart_png(report)
+    if chart in (ChartFormat.both, ChartFormat.png):
+        path = folder / f"{report.run_id}.png"
+        path.write_bytes(png)
+        written.append(path)
+    if chart in (ChartFormat.both, ChartFormat.html):
+        written.append(write_html(report, folder / f"{report.run_id}.html", png))
+    return written
+
+
+def _show_run(report: EvalReport, written: list[Path]) -> None:
+    from lookup_knowledge.adapters.evaluation.reports import eval_table
+
+    out, err = console(), console(stderr=True)
+    out.print(eval_table(report))
+    if report.ingest is not None:
+        ingest = report.ingest
+        out.print(
+            f"ingest: {ingest.documents_seen} documents ({ingest.added} added, "
+            f"{ingest.updated} updated, {ingest.unchanged} unchanged, {ingest.empty} empty, "
+            f"{ingest.deleted} deleted), {ingest.chunks_written} chunks written, "
+            f"{len(ingest.failures)} failures, {ingest.duration_ms / 1000:.1f} s"
+        )
+    for c in report.configurations:
+        if c.first_error:
+            err.print(f"[yellow]{c.name}[/]: errors, first: {c.first_error}")
+    for path in written:
+        out.print(f"wrote {path}")
+    out.print(f"audit sessions: {', '.join(c.session_id for c in report.configurations)}")
+
+
+def run(
+    ctx: typer.Context,
+    dataset: Annotated[
+        Path,
+        typer.Argument(
+            help="BEIR dataset folder: corpus.jsonl[.gz], queries.jsonl, qrels/<split>.tsv.",
+            file_okay=False,
+        ),
+    ],
+    config: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--config",
+            "-C",
+            help="A configuration to compare (repeatable): "
+            + ", ".join(ATOMS)
+            + "; join atoms with + (hybrid+cap-1).",
+        ),
+    ] = None,
+    preset: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Comma-separated groups of configurations: "
+            + "; ".join(f"{k} = {', '.join(v)}" for k, v in PRESETS.items())
+            + ". Default (no --config, no --preset): modes."
+        ),
+    ] = None,
+    split: Annotated[
+        str | None, typer.Option(help="qrels split (qrels/<split>.tsv); default: the only one.")
+    ] = None,
+    qrels: Annotated[
+        Path | None, typer.Option(help="A qrels file instead of qrels/<split>.tsv.", dir_okay=False)
+    ] = None,
+    limit_queries: Annotated[
+        int | None, typer.Option(min=1, help="Run only the first N judged queries.")
+    ] = None,
+    corpus_sample: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Restrict the corpus to the judged documents of the queries run plus N others "
+            "(a separate collection; for quick runs).",
+        ),
+    ] = None,
+    title_in_text: Annotated[
+        bool,
+        typer.Option(
+            "--title-in-text",
+            help="Index each entry's title in front of its text (BM25 then sees the title, "
+            "as in BEIR's baseline); a separate collection.",
+        ),
+    ] = False,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Folder for the JSON, PNG and HTML (default: <data-dir>/eval)."),
+    ] = None,
+    embedder: Annotated[str | None, typer.Option(help=EMBEDDER_HELP)] = None,
+    data_dir: Annotated[
+        Path | None, typer.Option(help="Data directory (Milvus Lite file, SQLite audit).")
+    ] = None,
+    collection: Annotated[
+        str | None,
+        typer.Option(
+            help="Eval collection (default eval_<dataset>_<embedder>); synced to the corpus."
+        ),
+    ] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Setting for every configuration, key=value (repeatable)."),
+    ] = None,
+    return_n: Annotated[
+        int, typer.Option(min=1, help="Evidence blocks per lookup (the eval depth).")
+    ] = 20,
+    retrieve_k: Annotated[
+        int, typer.Option(min=1, help="Candidates asked of the search engine.")
+    ] = 50,
+    chart: Annotated[ChartFormat, typer.Option(help="Chart files to write.")] = ChartFormat.both,
+    skip_ingest: Annotated[
+        bool, typer.Option("--skip-ingest", help="The collection is already loaded; do not ingest.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Ingest a BEIR corpus, run its judged queries under each configuration, score them."""
+    from lookup_knowledge.adapters.api import create_app
+    from lookup_knowledge.adapters.evaluation.beir import load_beir
+
+    names = expand(config or [], preset or [])
+    beir = load_beir(
+        dataset,
+        split=split,
+        qrels_file=qrels,
+        limit_queries=limit_queries,
+        corpus_sample=corpus_sample,
+        title_in_text=title_in_text,
+    )
+    base = parse_set_options(set_ or [])
+    if embedder == "none":
+        base.setdefault("rag.search-mode", "sparse")  # no embedder: a BM25-only collection
+    loader = SettingsLoader(ctx, data_dir, embedder)
+    plan = _plan(loader, beir, names, base, depth_overrides(return_n, retrieve_k), collection)
+    err = console(stderr=True)
+    _announce(err, beir, plan)
+    with create_app(plan.settings) as lookup_app, ProgressBar(err) as bar:
+        report = lookup_app.eval_runner().execute(
+            beir.dataset, plan.configurations, progress=bar, ingest=not skip_ingest
+        )
+    data = _run_data(plan, beir, report)
+    written = _write_reports(data, report, out or plan.settings.data_dir / "eval", chart)
+    if as_json:
+        print_json(data)
+    else:
+        _show_run(report, written)
