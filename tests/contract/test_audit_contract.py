@@ -149,6 +149,29 @@ def test_retrieval_details_get_a_version_when_missing(backend: AuditBackend) -> 
     }
 
 
+def test_text_a_database_refuses_is_stored_cleaned(backend: AuditBackend) -> None:
+    """NUL and lone surrogates become U+FFFD, a surrogate pair its character, non-finite
+    numbers in the details null: the fake stores what the SQL store stores."""
+    sid = session()
+    shown = replace(evidence(1, "doc#chunk-0"), source="a\x00\udfff.md", category="c\x00")
+    dirty = replace(
+        invocation(sid),
+        query="q\x00\ud800 keeps\ttabs",
+        tool_call_id="call-\ud83d\ude00",
+        retrieval_details={"k\ud800": ["v\x00", float("nan")], "inf": float("inf")},
+        evidence=(shown,),
+    )
+    assert backend.recorder.record(dirty) is RecordOutcome.COMMITTED
+    detail = backend.queries.get_invocation(dirty.id)
+    assert detail.summary.query == "q\ufffd\ufffd keeps\ttabs"
+    assert detail.summary.tool_call_id == "call-😀"
+    assert detail.retrieval_details == {"k\ufffd": ["v\ufffd", None], "inf": None, "version": 1}
+    assert (detail.evidence[0].source, detail.evidence[0].category) == (
+        "a\ufffd\ufffd.md",
+        "c\ufffd",
+    )
+
+
 def test_a_retried_record_is_a_no_op(backend: AuditBackend) -> None:
     sid = session()
     first = invocation(sid, documents=["a#chunk-0"])

@@ -1,28 +1,32 @@
-"""An in-memory audit store: a ``ToolInvocationRecorder`` and ``AuditQueries`` over lists.
+"""The in-memory audit store: a ``ToolInvocationRecorder`` and ``AuditQueries`` over lists.
 
-It follows the same contract as the SQL adapter (tests/contract/test_audit_contract.py
-runs one suite against both): per-session gap-free ``seq`` assigned at record time,
-idempotent on the invocation id, canonical UUID ids, UTC times, a versioned
-``retrieval_details`` that round-trips through JSON, first-return citation sources and
-nearest-rank duration percentiles.
+It is the one recorder fake of the test suite, and it keeps what the SQL store keeps
+(tests/contract/test_audit_contract.py runs one suite against both): records arrive
+already validated (``ToolInvocation`` refuses a malformed record where it is made); the
+recorder stores them cleaned exactly as the SQL recorder does (``clean_invocation``: NUL
+and lone surrogates become U+FFFD, times become UTC, ``retrieval_details`` become
+versioned JSON) under their canonical UUID; a retried record (same id, in any case) is a
+no-op; ``seq`` is assigned per session, gap-free, at record time. The queries return
+first-return citation sources and nearest-rank duration percentiles.
 
-``InMemoryRecorder.available = False`` simulates an outage: records are "spooled" in
-memory (counted as failures) and replayed in order by the next record or ``flush`` once
-``available`` is True again.
+Outages: ``InMemoryRecorder.available = False`` makes the database "unreachable": records
+are spooled in memory (each counted as a failure, ``RecordOutcome.SPOOLED``) and replayed
+in order, before any new record, by the next ``record`` or ``flush`` once ``available``
+is True again. ``spool_error`` set as well makes the spool unwritable too: ``record``
+raises it, the one case in which the SQL recorder raises. After ``close`` a record is
+still kept (spooled), as the SQL recorder keeps it in a spool file of its own.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 import uuid
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 
+from lookup_knowledge.adapters.audit.codec import clean_invocation
 from lookup_knowledge.application.ports import (
-    RETRIEVAL_DETAILS_VERSION,
     AuditQueries,
     CitationSource,
     DocumentCount,
@@ -54,16 +58,9 @@ class StoredInvocation:
 
 
 def _canonical(invocation: ToolInvocation) -> ToolInvocation:
-    at = invocation.started_at
-    at = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
-    details = json.loads(json.dumps(dict(invocation.retrieval_details), default=str))
-    details.setdefault("version", RETRIEVAL_DETAILS_VERSION)
-    return replace(
-        invocation,
-        id=str(uuid.UUID(invocation.id)),
-        started_at=at,
-        retrieval_details=details,
-    )
+    """The record as the SQL store keeps it: cleaned, and under its canonical UUID."""
+    clean = clean_invocation(invocation)
+    return replace(clean, id=str(uuid.UUID(clean.id)))
 
 
 class InMemoryAuditStore:
@@ -91,22 +88,39 @@ class InMemoryAuditStore:
         with self.lock:
             return [self.by_id[i] for i in self.order]
 
+    def invocations(self) -> list[ToolInvocation]:
+        """The stored records, in the order they were stored."""
+        return [s.invocation for s in self.all()]
+
 
 class InMemoryRecorder(ToolInvocationRecorder):
+    """Records into an ``InMemoryAuditStore`` (its own, or one shared with other recorders
+    and with ``InMemoryAuditQueries``); see the module docstring for the outage switches."""
+
     def __init__(self, store: InMemoryAuditStore | None = None) -> None:
         self.store = store or InMemoryAuditStore()
         self.available = True
+        self.spool_error: AuditError | None = None
+        self.closed = False
         self._pending: list[ToolInvocation] = []
         self._failures = 0
         self._lock = threading.Lock()
 
+    @property
+    def records(self) -> list[ToolInvocation]:
+        """What the store holds (committed records only), in the order they were stored."""
+        return self.store.invocations()
+
     def record(self, invocation: ToolInvocation) -> RecordOutcome:
         clean = _canonical(invocation)
         with self._lock:
-            self._replay()
-            if self._pending or not self.available:
+            if not self.closed:
+                self._replay()
+            if self.closed or self._pending or not self.available:
                 if not self.available:
                     self._failures += 1
+                    if self.spool_error is not None:
+                        raise self.spool_error
                 self._pending.append(clean)
                 return RecordOutcome.SPOOLED
             self.store.insert(clean)
@@ -118,7 +132,8 @@ class InMemoryRecorder(ToolInvocationRecorder):
 
     def flush(self, session_id: str | None = None, timeout_s: float = 10.0) -> bool:
         with self._lock:
-            self._replay()
+            if not self.closed:
+                self._replay()
         return self.pending_count(session_id) == 0
 
     def pending_count(self, session_id: str | None = None) -> int:
@@ -127,6 +142,9 @@ class InMemoryRecorder(ToolInvocationRecorder):
 
     def failure_count(self) -> int:
         return self._failures
+
+    def close(self) -> None:
+        self.closed = True
 
 
 def _summary(stored: StoredInvocation) -> InvocationSummary:
@@ -297,10 +315,6 @@ def in_memory_audit() -> tuple[InMemoryRecorder, InMemoryAuditQueries]:
     return InMemoryRecorder(store), InMemoryAuditQueries(store)
 
 
-def utc(year: int, month: int = 1, day: int = 1, *parts: int) -> datetime:
-    return datetime(year, month, day, *parts, tzinfo=UTC)
-
-
 class FakeSessionState(SessionState):
     def __init__(self) -> None:
         self.domains: dict[str, list[str]] = {}
@@ -311,24 +325,3 @@ class FakeSessionState(SessionState):
     def add_retrieved_domains(self, session_id: str, domains: Sequence[str]) -> None:
         known = self.domains.setdefault(session_id, [])
         known.extend(d for d in dict.fromkeys(domains) if d not in known)
-
-
-class FakeRecorder(ToolInvocationRecorder):
-    def __init__(self, fail_with: AuditError | None = None) -> None:
-        self.records: list[ToolInvocation] = []
-        self.fail_with = fail_with
-
-    def record(self, invocation: ToolInvocation) -> RecordOutcome:
-        if self.fail_with is not None:
-            raise self.fail_with
-        self.records.append(invocation)
-        return RecordOutcome.COMMITTED
-
-    def flush(self, session_id: str | None = None, timeout_s: float = 10.0) -> bool:
-        return True
-
-    def pending_count(self, session_id: str | None = None) -> int:
-        return 0
-
-    def failure_count(self) -> int:
-        return 0

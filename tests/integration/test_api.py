@@ -20,7 +20,7 @@ from lookup_knowledge.application.ports import (
     KnowledgeSearchRequest,
 )
 from lookup_knowledge.domain.errors import InvalidInputError, LookupKnowledgeError
-from tests.fakes import FakeRecorder, FakeSearch, chunk
+from tests.fakes import FakeSearch, InMemoryRecorder, chunk
 
 
 def _docs(root: Path) -> Path:
@@ -128,7 +128,7 @@ def test_providers_are_overridden_with_fakes(tmp_path: Path) -> None:
     ).settings
     container = Container(settings=settings)
     fake_search = FakeSearch([chunk("doc", 0, 0.9), chunk("doc", 1, 0.8)])
-    fake_recorder = FakeRecorder()
+    fake_recorder = InMemoryRecorder()
     container.search.override(fake_search)
     container.recorder.override(fake_recorder)
     with create_app(settings, container=container) as lookup_app:

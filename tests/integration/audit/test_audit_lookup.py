@@ -26,11 +26,11 @@ from lookup_knowledge.application.ports import (
     RecordOutcome,
     SearchCapabilities,
 )
-from lookup_knowledge.application.query_transformer import QueryTransformer
 from lookup_knowledge.application.verify_citations import VerifyCitations
 from lookup_knowledge.domain.identity import EvidenceIdentity
 from lookup_knowledge.domain.model import SearchMode
 from lookup_knowledge.domain.relevance import ScoreKind
+from tests.fakes import make_lookup
 from tests.support.audit_data import session
 from tests.support.postgres import POSTGRES, isolated_schema
 from tests.support.tcp_proxy import closed_port
@@ -109,21 +109,22 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
         e.dispose()
 
 
-def make_lookup(engine: Engine, spool: Path) -> tuple[LookupKnowledge, SqlToolInvocationRecorder]:
+def sql_lookup(engine: Engine, spool: Path) -> tuple[LookupKnowledge, SqlToolInvocationRecorder]:
+    """The use case over the SQL audit store: its recorder and its session state."""
     recorder = SqlToolInvocationRecorder(engine, spool, backoff_initial_s=0.0)
-    lookup = LookupKnowledge(
-        search=TinySearch(),
-        transformer=QueryTransformer({"billing": ["refund", "refunds"], "network": ["vpn"]}),
+    built = make_lookup(
+        TinySearch(),
+        domains={"billing": ["refund", "refunds"], "network": ["vpn"]},
         recorder=recorder,
         session_state=AuditSessionState(SqlAuditQueries(engine)),
         clock=SystemClock(),
         embedder=TinyEmbedder(),
     )
-    return lookup, recorder
+    return built.lookup, recorder
 
 
 def test_lookup_records_and_citations_verify(engine: Engine, tmp_path: Path) -> None:
-    lookup, recorder = make_lookup(engine, tmp_path / "spool")
+    lookup, recorder = sql_lookup(engine, tmp_path / "spool")
     sid = session()
 
     first = lookup.execute("how are refunds issued?", session_id=sid, step_id="plan")
@@ -164,11 +165,11 @@ def test_retrieved_domains_come_from_the_store_across_processes(
     engine: Engine, tmp_path: Path
 ) -> None:
     sid = session()
-    lookup, recorder = make_lookup(engine, tmp_path / "spool-1")
+    lookup, recorder = sql_lookup(engine, tmp_path / "spool-1")
     lookup.execute("how are refunds issued?", session_id=sid)
     recorder.close()
 
-    restarted, recorder2 = make_lookup(engine, tmp_path / "spool-2")  # a fresh process
+    restarted, recorder2 = sql_lookup(engine, tmp_path / "spool-2")  # a fresh process
     result = restarted.execute("connect the vpn", session_id=sid)
     assert result.retrieved_domains_this_session == ("billing", "network")
     recorder2.close()
@@ -176,7 +177,7 @@ def test_retrieved_domains_come_from_the_store_across_processes(
 
 def test_lookup_succeeds_while_the_audit_database_is_down(tmp_path: Path) -> None:
     dead = create_audit_engine(f"postgresql+psycopg://postgres@127.0.0.1:{closed_port()}/x")
-    lookup, recorder = make_lookup(dead, tmp_path / "spool")
+    lookup, recorder = sql_lookup(dead, tmp_path / "spool")
     sid = session()
 
     result = lookup.execute("how are refunds issued?", session_id=sid)
@@ -200,7 +201,7 @@ def test_session_state_falls_back_to_memory_when_the_store_is_down() -> None:
 
 def test_session_state_merges_stored_and_new_domains(engine: Engine, tmp_path: Path) -> None:
     sid = session()
-    lookup, recorder = make_lookup(engine, tmp_path / "spool")
+    lookup, recorder = sql_lookup(engine, tmp_path / "spool")
     lookup.execute("connect the vpn", session_id=sid)
     recorder.close()
     state = AuditSessionState(SqlAuditQueries(engine), max_sessions=1)

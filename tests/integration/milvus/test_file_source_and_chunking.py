@@ -20,8 +20,7 @@ from lookup_knowledge.adapters.runtime import SystemClock
 from lookup_knowledge.application.ingest import IngestDocuments, StaticDocumentSource
 from lookup_knowledge.application.ports import DocumentLoadFailure, SourceDocument
 from lookup_knowledge.domain.errors import IngestError, InvalidInputError
-
-from .conftest import write
+from tests.support.files import write
 
 
 def docs(source: FileDocumentSource) -> dict[str, SourceDocument]:

@@ -22,16 +22,15 @@ from lookup_knowledge.adapters.milvus import (
     MilvusKnowledgeSearch,
     MilvusKnowledgeStore,
 )
-from lookup_knowledge.adapters.runtime import DisabledRecorder, InMemorySessionState, SystemClock
+from lookup_knowledge.adapters.runtime import SystemClock
 from lookup_knowledge.application.ingest import IngestDocuments
-from lookup_knowledge.application.lookup import LookupConfig, LookupKnowledge, LookupResult
+from lookup_knowledge.application.lookup import LookupConfig, LookupResult
 from lookup_knowledge.application.ports import KnowledgeSearchRequest
-from lookup_knowledge.application.query_transformer import QueryTransformer
 from lookup_knowledge.domain.model import InvocationStatus, SearchMode
 from lookup_knowledge.domain.relevance import ScoreKind
 from lookup_knowledge.domain.settings import RetrievalSettings
-
-from .conftest import write
+from tests.fakes import make_lookup
+from tests.support.files import write
 
 KAFKA = "runbooks/kafka-consumer-lag.md"
 
@@ -127,20 +126,17 @@ def lookup(
     late: bool = False,
 ) -> LookupResult:
     search, embedder = knowledge
-    use_case = LookupKnowledge(
-        search=search,
-        transformer=QueryTransformer({"billing": ["orders", "invoice", "invoices"]}),
-        recorder=DisabledRecorder(),
-        session_state=InMemorySessionState(),
-        clock=SystemClock(),
+    use_case = make_lookup(
+        search,
         embedder=embedder,
+        domains={"billing": ["orders", "invoice", "invoices"]},
         config=LookupConfig(
             retrieval=RetrievalSettings(),  # retrieve 20, return 5, cap 2, min-relevance 0.2
             mode=mode,
             engine_grouping=grouping,
             late_materialisation=late,
         ),
-    )
+    ).lookup
     return use_case.execute(query, session_id="strength")
 
 
@@ -165,15 +161,11 @@ def test_hybrid_nonsense_is_weak_by_strength_although_its_fused_rank_looks_relev
 ) -> None:
     """The same lookup with min-relevance 0: the trace shows both numbers per block."""
     search, embedder = knowledge
-    result = LookupKnowledge(
-        search=search,
-        transformer=QueryTransformer({}),
-        recorder=DisabledRecorder(),
-        session_state=InMemorySessionState(),
-        clock=SystemClock(),
+    result = make_lookup(
+        search,
         embedder=embedder,
         config=LookupConfig(retrieval=RetrievalSettings(min_relevance=0.0), mode=SearchMode.HYBRID),
-    ).execute(NONSENSE, session_id="strength")
+    ).lookup.execute(NONSENSE, session_id="strength")
     shown = [r for r in result.rerank_trace if r["outcome"] == "returned"]
     assert shown
     assert shown[0]["relevance"] >= 0.2  # the fused rank alone would call it evidence

@@ -16,8 +16,7 @@ from lookup_knowledge.application.ingest import IngestDocuments, IngestProgress
 from lookup_knowledge.application.ports import ChunkRecord, KnowledgeSearchRequest, SourceDocument
 from lookup_knowledge.domain.errors import IngestError, UnsupportedSearchMode
 from lookup_knowledge.domain.model import SearchMode
-
-from .conftest import long_markdown, write
+from tests.support.files import long_markdown, write
 
 ROW_FIELDS = [
     "evidence_key",

@@ -18,14 +18,13 @@ from lookup_knowledge.adapters.milvus import (
     MilvusKnowledgeSearch,
     MilvusKnowledgeStore,
 )
-from lookup_knowledge.adapters.runtime import DisabledRecorder, InMemorySessionState, SystemClock
+from lookup_knowledge.adapters.runtime import SystemClock
 from lookup_knowledge.application.ingest import IngestDocuments
 from lookup_knowledge.application.lookup import LookupConfig, LookupKnowledge
-from lookup_knowledge.application.query_transformer import QueryTransformer
 from lookup_knowledge.domain.model import InvocationStatus, SearchMode
 from lookup_knowledge.domain.settings import RetrievalSettings
-
-from .conftest import write
+from tests.fakes import make_lookup
+from tests.support.files import write
 
 KAFKA_DOC = """# Kafka consumer lag runbook
 
@@ -89,12 +88,8 @@ def lookup(
     grouping: bool = False,
 ) -> LookupKnowledge:
     search, embedder = knowledge
-    return LookupKnowledge(
-        search=search,
-        transformer=QueryTransformer({}),
-        recorder=DisabledRecorder(),
-        session_state=InMemorySessionState(),
-        clock=SystemClock(),
+    return make_lookup(
+        search,
         embedder=embedder,
         config=LookupConfig(
             retrieval=RetrievalSettings(
@@ -104,7 +99,7 @@ def lookup(
             late_materialisation=late,
             engine_grouping=grouping,
         ),
-    )
+    ).lookup
 
 
 QUERY = "kafka consumer lag keeps growing, how do I fix the consumer group?"

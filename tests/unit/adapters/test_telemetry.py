@@ -1,8 +1,6 @@
-"""The OpenTelemetry adapter with a real SDK, and the function-calling schemas."""
+"""The OpenTelemetry adapter with a real SDK, around the lookup use case."""
 
 from __future__ import annotations
-
-import json
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -10,18 +8,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from lookup_knowledge.adapters.telemetry import OpenTelemetryTelemetry
-from lookup_knowledge.application.lookup import LookupKnowledge
-from lookup_knowledge.application.query_transformer import QueryTransformer
-from lookup_knowledge.application.tool import anthropic_tool_schema, openai_tool_schema
 from lookup_knowledge.domain.errors import SearchTimeout
-from tests.fakes import (
-    FakeClock,
-    FakeEmbedder,
-    FakeRecorder,
-    FakeSearch,
-    FakeSessionState,
-    chunk,
-)
+from tests.fakes import FakeSearch, LookupFixture, chunk, make_lookup
 
 
 @pytest.fixture
@@ -29,26 +17,15 @@ def exporter() -> InMemorySpanExporter:
     return InMemorySpanExporter()
 
 
-def _use_case(
-    search: FakeSearch, exporter: InMemorySpanExporter
-) -> tuple[LookupKnowledge, FakeRecorder]:
+def _use_case(search: FakeSearch, exporter: InMemorySpanExporter) -> LookupFixture:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    recorder = FakeRecorder()
-    return LookupKnowledge(
-        search=search,
-        transformer=QueryTransformer({}),
-        recorder=recorder,
-        session_state=FakeSessionState(),
-        clock=FakeClock(),
-        embedder=FakeEmbedder(),
-        telemetry=OpenTelemetryTelemetry(tracer_provider=provider),
-    ), recorder
+    return make_lookup(search, telemetry=OpenTelemetryTelemetry(tracer_provider=provider))
 
 
 def test_execute_tool_span_with_a_child_retrieval_span(exporter: InMemorySpanExporter) -> None:
-    use_case, recorder = _use_case(FakeSearch([chunk("a", 0, 0.9), chunk("b", 0, 0.8)]), exporter)
-    use_case.execute("q", session_id="s1")
+    fx = _use_case(FakeSearch([chunk("a", 0, 0.9), chunk("b", 0, 0.8)]), exporter)
+    fx.lookup.execute("q", session_id="s1")
     spans = {s.name: s for s in exporter.get_finished_spans()}
     tool, retrieval = spans["execute_tool lookup_knowledge"], spans["retrieval knowledge"]
     assert retrieval.parent is not None
@@ -57,40 +34,21 @@ def test_execute_tool_span_with_a_child_retrieval_span(exporter: InMemorySpanExp
     assert tool.attributes["gen_ai.tool.name"] == "lookup_knowledge"
     assert retrieval.attributes["gen_ai.request.top_k"] == 20
     assert retrieval.attributes["lookup_knowledge.returned"] == 2
-    record = recorder.records[0]
+    record = fx.records[0]
     assert record.trace_id == format(tool.context.trace_id, "032x")
     assert record.span_id == format(tool.context.span_id, "016x")
 
 
 def test_a_failed_lookup_marks_the_span_as_error(exporter: InMemorySpanExporter) -> None:
-    use_case, _ = _use_case(FakeSearch(error=SearchTimeout("slow")), exporter)
-    use_case.execute("q", session_id="s1")
+    _use_case(FakeSearch(error=SearchTimeout("slow")), exporter).lookup.execute(
+        "q", session_id="s1"
+    )
     tool = next(s for s in exporter.get_finished_spans() if s.name.startswith("execute_tool"))
     assert tool.status.status_code.name == "ERROR"
     assert tool.attributes["error.type"] == "search_timeout"
 
 
 def test_without_an_sdk_spans_are_no_ops_and_ids_are_absent() -> None:
-    recorder = FakeRecorder()
-    LookupKnowledge(
-        search=FakeSearch([chunk("a", 0, 0.9)]),
-        transformer=QueryTransformer({}),
-        recorder=recorder,
-        session_state=FakeSessionState(),
-        clock=FakeClock(),
-        embedder=FakeEmbedder(),
-        telemetry=OpenTelemetryTelemetry(),
-    ).execute("q", session_id="s")
-    assert recorder.records[0].trace_id is None
-
-
-def test_function_calling_schemas() -> None:
-    openai = openai_tool_schema()
-    assert openai["type"] == "function"
-    assert openai["function"]["name"] == "lookup_knowledge"
-    assert openai["function"]["parameters"]["required"] == ["query"]
-    anthropic = anthropic_tool_schema()
-    assert anthropic["name"] == "lookup_knowledge"
-    assert anthropic["input_schema"]["properties"]["query"]["type"] == "string"
-    assert set(anthropic["input_schema"]["properties"]) == {"query"}
-    json.dumps([openai, anthropic])
+    fx = make_lookup(FakeSearch([chunk("a", 0, 0.9)]), telemetry=OpenTelemetryTelemetry())
+    fx.lookup.execute("q", session_id="s")
+    assert fx.records[0].trace_id is None

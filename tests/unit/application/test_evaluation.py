@@ -25,7 +25,7 @@ from lookup_knowledge.application.evaluation import (
     document_ranking,
 )
 from lookup_knowledge.application.ingest import IngestDocuments, StaticDocumentSource
-from lookup_knowledge.application.lookup import LookupConfig, LookupKnowledge
+from lookup_knowledge.application.lookup import LookupConfig
 from lookup_knowledge.application.ports import (
     Chunk,
     Chunker,
@@ -37,8 +37,8 @@ from lookup_knowledge.application.ports import (
     SourceDocument,
     TimeRange,
     ToolInvocation,
+    ToolInvocationRecorder,
 )
-from lookup_knowledge.application.query_transformer import QueryTransformer
 from lookup_knowledge.domain.errors import (
     AuditError,
     ConfigurationError,
@@ -47,8 +47,7 @@ from lookup_knowledge.domain.errors import (
 )
 from lookup_knowledge.domain.model import SearchMode
 from lookup_knowledge.domain.settings import RetrievalSettings
-from tests.fakes import FakeClock, FakeRecorder, FakeSessionState
-from tests.fakes.audit import InMemoryAuditQueries, InMemoryRecorder, in_memory_audit
+from tests.fakes import InMemoryRecorder, in_memory_audit, make_lookup
 
 # --------------------------------------------------------------------------- fixtures
 
@@ -126,23 +125,16 @@ def sparse_config(cap: int | None = 2, return_n: int = 10) -> LookupConfig:
 
 
 class Harness:
-    def __init__(self, recorder: object | None = None) -> None:
-        self.clock = FakeClock()
+    def __init__(self, recorder: ToolInvocationRecorder | None = None) -> None:
         self.kb = InMemoryKnowledgeBase()
-        rec, queries = in_memory_audit()
-        self.recorder: InMemoryRecorder = rec
-        self.audit: InMemoryAuditQueries = queries
+        self.recorder, self.audit = in_memory_audit()
+        built = make_lookup(
+            self.kb, recorder=recorder or self.recorder, embedder=None, config=sparse_config()
+        )
+        self.clock = built.clock
+        self.lookup = built.lookup
         self.metrics = RecordingMetrics()
         self.ingest = IngestDocuments(store=self.kb, chunker=ParagraphChunker(), clock=self.clock)
-        self.lookup = LookupKnowledge(
-            search=self.kb,
-            transformer=QueryTransformer({}),
-            recorder=recorder or self.recorder,  # type: ignore[arg-type]
-            session_state=FakeSessionState(),
-            clock=self.clock,
-            embedder=None,
-            config=sparse_config(),
-        )
 
     def run_eval(self) -> RunEval:
         return RunEval(
@@ -290,7 +282,7 @@ def test_skipping_ingest_uses_the_loaded_collection(harness: Harness) -> None:
 
 
 def test_recording_switched_off_is_a_configuration_error() -> None:
-    class Disabled(FakeRecorder):
+    class Disabled(InMemoryRecorder):
         def record(self, invocation: ToolInvocation) -> RecordOutcome:
             return RecordOutcome.DISABLED
 
@@ -314,14 +306,9 @@ def test_a_lost_record_fails_the_eval() -> None:
 
     harness = Harness()
     forgetful = Forgetful(harness.recorder.store)
-    harness.lookup = LookupKnowledge(
-        search=harness.kb,
-        transformer=QueryTransformer({}),
-        recorder=forgetful,
-        session_state=FakeSessionState(),
-        clock=harness.clock,
-        config=sparse_config(),
-    )
+    harness.lookup = make_lookup(
+        harness.kb, recorder=forgetful, clock=harness.clock, embedder=None, config=sparse_config()
+    ).lookup
     with pytest.raises(AuditError, match="3 of 4"):
         harness.run_eval().execute(dataset(), [EvalConfiguration("s", sparse_config())])
 

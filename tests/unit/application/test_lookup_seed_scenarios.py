@@ -1,37 +1,28 @@
-"""Spec 004 (rag-chunk-evidence-identity), one test per scenario, through the use case."""
+"""Chunk-level evidence identity, through the use case: one test per rule (the rules are
+the comments; ``docs/architecture.md`` describes the identity rules as a whole)."""
 
 from __future__ import annotations
 
-from lookup_knowledge.application.lookup import LookupConfig, LookupKnowledge
-from lookup_knowledge.application.query_transformer import QueryTransformer
+from lookup_knowledge.application.lookup import LookupConfig
 from lookup_knowledge.domain.model import SearchMode
 from lookup_knowledge.domain.projection import ProjectionBudgets
 from lookup_knowledge.domain.settings import RetrievalSettings
 from tests.fakes import (
-    FakeClock,
     FakeEmbedder,
-    FakeRecorder,
     FakeSearch,
-    FakeSessionState,
+    LookupFixture,
     StoredChunk,
     chunk,
+    make_lookup,
 )
 
 
-def make(search: FakeSearch, config: LookupConfig | None = None) -> LookupKnowledge:
-    return LookupKnowledge(
-        search=search,
-        transformer=QueryTransformer({}),
-        recorder=FakeRecorder(),
-        session_state=FakeSessionState(),
-        clock=FakeClock(),
-        embedder=FakeEmbedder(),
-        config=config or LookupConfig(late_materialisation=False),
-    )
+def make(search: FakeSearch, config: LookupConfig | None = None) -> LookupFixture:
+    return make_lookup(search, config=config or LookupConfig(late_materialisation=False))
 
 
 def blocks(search: FakeSearch, config: LookupConfig | None = None) -> list[dict[str, object]]:
-    result = make(search, config).execute("how do I fail over", session_id="s1")
+    result = make(search, config).lookup.execute("how do I fail over", session_id="s1")
     payload = result.to_tool_json()
     return list(payload["evidenceBlocks"])
 
@@ -46,11 +37,11 @@ def test_identity_extracted_from_metadata() -> None:
     snake = StoredChunk(
         id="v2", content="b", score=0.8, metadata={"doc_id": "faq", "chunk_index": 0}
     )
-    use_case = make(FakeSearch([camel, snake]))
-    result = use_case.execute("q", session_id="s")
+    fx = make(FakeSearch([camel, snake]))
+    result = fx.lookup.execute("q", session_id="s")
     ids = [b.document_id for b in result.evidence_blocks]
     assert ids == ["runbook#chunk-3", "faq#chunk-0"]
-    record = use_case._recorder.records[0]  # type: ignore[attr-defined]
+    record = fx.records[0]
     assert [(e.doc_id, e.chunk_index) for e in record.evidence] == [("runbook", 3), ("faq", 0)]
 
 
@@ -72,7 +63,7 @@ def test_same_document_different_chunks_are_kept() -> None:
 def test_true_duplicate_keys_merge_without_replacing_higher_ranked_content() -> None:
     higher = chunk("guide", 2, 0.9, content="the higher ranked text", vector_id="a")
     lower = chunk("guide", 2, 0.7, content="a stale copy of the text", vector_id="b")
-    use_case = make(FakeSearch([lower, higher]))
+    use_case = make(FakeSearch([lower, higher])).lookup
     result = use_case.execute("q", session_id="s")
     assert [b.document_id for b in result.evidence_blocks] == ["guide#chunk-2"]
     assert result.evidence_blocks[0].content == "the higher ranked text"
@@ -103,7 +94,7 @@ def test_retrieve_k_widens_recall_without_unbounded_return() -> None:
         late_materialisation=False,
         projection=ProjectionBudgets(max_blocks=50, max_total_chars=100_000),
     )
-    result = make(search, config).execute("q", session_id="s")
+    result = make(search, config).lookup.execute("q", session_id="s")
     assert search.requests[0].top_k == 20
     assert len(result.evidence_blocks) == 5
     assert result.retrieval_trace["counts"]["candidates"] == 20
@@ -132,14 +123,7 @@ def test_projected_document_id_is_chunk_scoped() -> None:
 def test_default_dense_adapter() -> None:
     search = FakeSearch([chunk("d", 1, 0.9)])
     embedder = FakeEmbedder()
-    use_case = LookupKnowledge(
-        search=search,
-        transformer=QueryTransformer({}),
-        recorder=FakeRecorder(),
-        session_state=FakeSessionState(),
-        clock=FakeClock(),
-        embedder=embedder,
-    )
+    use_case = make_lookup(search, embedder=embedder).lookup  # the default LookupConfig
     result = use_case.execute("what is d", session_id="s")
     request = search.requests[0]
     assert request.mode is SearchMode.DENSE

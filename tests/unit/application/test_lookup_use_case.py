@@ -4,52 +4,36 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
-from lookup_knowledge.application.lookup import LookupConfig, LookupKnowledge, LookupOptions
+from lookup_knowledge.application.lookup import LookupConfig, LookupOptions
 from lookup_knowledge.application.ports import RecordOutcome
-from lookup_knowledge.application.query_transformer import QueryTransformer
 from lookup_knowledge.domain.errors import AuditError, InvalidInputError, SearchUnavailable
 from lookup_knowledge.domain.model import InvocationStatus, SearchMode
 from lookup_knowledge.domain.relevance import ScoreKind
 from lookup_knowledge.domain.settings import RetrievalSettings
 from tests.fakes import (
-    FakeClock,
-    FakeEmbedder,
-    FakeRecorder,
     FakeSearch,
     FakeSessionState,
+    InMemoryRecorder,
+    LookupFixture,
     chunk,
+    make_lookup,
 )
 
 DOMAINS = {"database": ["postgres", "数据库"], "network": ["dns", "网络"]}
 
 
-def build(
-    search: FakeSearch,
-    *,
-    config: LookupConfig | None = None,
-    recorder: FakeRecorder | None = None,
-    embedder: FakeEmbedder | None = None,
-    sessions: FakeSessionState | None = None,
-) -> tuple[LookupKnowledge, FakeRecorder]:
-    rec = recorder or FakeRecorder()
-    use_case = LookupKnowledge(
-        search=search,
-        transformer=QueryTransformer(DOMAINS),
-        recorder=rec,
-        session_state=sessions or FakeSessionState(),
-        clock=FakeClock(),
-        embedder=embedder if embedder is not None else FakeEmbedder(),
-        config=config or LookupConfig(),
-    )
-    return use_case, rec
+def build(search: FakeSearch, **overrides: Any) -> LookupFixture:
+    """The use case over ``search``, with the DOMAINS keywords and fakes for the rest."""
+    return make_lookup(search, domains=DOMAINS, **overrides)
 
 
 def test_filtered_pass_uses_the_single_l0_domain() -> None:
     search = FakeSearch([chunk("pg", 0, 0.9, category="database")])
-    use_case, _ = build(search)
+    use_case = build(search).lookup
     result = use_case.execute("postgres replication lag", session_id="s")
     assert search.requests[0].category_filter == "database"
     assert len(search.requests) == 1
@@ -60,20 +44,20 @@ def test_filtered_pass_uses_the_single_l0_domain() -> None:
 
 def test_unfiltered_retry_when_the_filtered_pass_is_empty() -> None:
     search = FakeSearch([chunk("misc", 0, 0.9, category="other")])
-    use_case, rec = build(search)
-    result = use_case.execute("postgres replication lag", session_id="s")
+    fx = build(search)
+    result = fx.lookup.execute("postgres replication lag", session_id="s")
     assert [r.category_filter for r in search.requests] == ["database", None]
     assert result.found
     assert result.retrieval_trace["fallbackReason"] == "filtered_pass_empty"
     assert result.retrieval_trace["filterApplied"] is None
-    assert rec.records[0].fallback_reason == "filtered_pass_empty"
+    assert fx.records[0].fallback_reason == "filtered_pass_empty"
 
 
 def test_unfiltered_retry_when_filtered_hits_are_below_min_relevance() -> None:
     weak = chunk("weak", 0, 0.05, category="database")
     good = chunk("good", 0, 0.8, category="other")
     search = FakeSearch([good], filtered_rows={"database": [weak]})
-    use_case, _ = build(search)
+    use_case = build(search).lookup
     result = use_case.execute("postgres", session_id="s")
     assert result.retrieval_trace["fallbackReason"] == "filtered_pass_below_min_relevance"
     assert [b.document_id for b in result.evidence_blocks] == ["good#chunk-0"]
@@ -81,14 +65,14 @@ def test_unfiltered_retry_when_filtered_hits_are_below_min_relevance() -> None:
 
 def test_no_filter_when_two_domains_match() -> None:
     search = FakeSearch([chunk("x", 0, 0.9)])
-    use_case, _ = build(search)
+    use_case = build(search).lookup
     use_case.execute("postgres dns", session_id="s")
     assert search.requests[0].category_filter is None
 
 
 def test_explicit_category_is_a_hard_filter_without_retry() -> None:
     search = FakeSearch([chunk("misc", 0, 0.9, category="other")])
-    use_case, _ = build(search)
+    use_case = build(search).lookup
     result = use_case.execute(
         "anything", session_id="s", options=LookupOptions(category="database")
     )
@@ -99,28 +83,28 @@ def test_explicit_category_is_a_hard_filter_without_retry() -> None:
 
 def test_no_evidence_when_nothing_is_usable() -> None:
     search = FakeSearch([chunk("weak", 0, 0.01)])
-    use_case, rec = build(search)
-    result = use_case.execute("q", session_id="s")
+    fx = build(search)
+    result = fx.lookup.execute("q", session_id="s")
     assert not result.found
     assert result.status is InvocationStatus.NO_EVIDENCE
     assert result.relevance_level.value == "none"
     assert result.completeness_hint.value == "none"
     assert result.quality_score == 0.0
-    assert rec.records[0].status == "no_evidence"
+    assert fx.records[0].status == "no_evidence"
     assert "No evidence" in result.message
 
 
 def test_search_failure_is_an_error_result_that_is_recorded() -> None:
     search = FakeSearch(error=SearchUnavailable("milvus at http://x:19530 is unreachable"))
-    use_case, rec = build(search)
-    result = use_case.execute("q", session_id="s", step_id="step-3")
+    fx = build(search)
+    result = fx.lookup.execute("q", session_id="s", step_id="step-3")
     assert result.status is InvocationStatus.ERROR
     assert not result.found
     assert result.error_code == "search_unavailable"
     assert "unreachable" in result.message
-    assert rec.records[0].status == "error"
-    assert rec.records[0].error_code == "search_unavailable"
-    assert rec.records[0].step_id == "step-3"
+    assert fx.records[0].status == "error"
+    assert fx.records[0].error_code == "search_unavailable"
+    assert fx.records[0].step_id == "step-3"
 
 
 def test_unexpected_adapter_exception_does_not_raise_into_the_agent() -> None:
@@ -128,54 +112,51 @@ def test_unexpected_adapter_exception_does_not_raise_into_the_agent() -> None:
         def search(self, request):  # type: ignore[no-untyped-def]
             raise KeyError("boom")
 
-    use_case, rec = build(Broken())
-    result = use_case.execute("q", session_id="s")
+    fx = build(Broken())
+    result = fx.lookup.execute("q", session_id="s")
     assert result.status is InvocationStatus.ERROR
     assert result.error_code == "internal_error"
-    assert rec.records[0].error_code == "internal_error"
+    assert fx.records[0].error_code == "internal_error"
 
 
 def test_audit_failure_does_not_fail_the_lookup() -> None:
     search = FakeSearch([chunk("d", 0, 0.9)])
-    use_case, _ = build(search, recorder=FakeRecorder(fail_with=AuditError("disk full")))
+    recorder = InMemoryRecorder()
+    recorder.available = False  # the database is away
+    recorder.spool_error = AuditError("disk full")  # and the spool cannot be written either
+    use_case = build(search, recorder=recorder).lookup
     result = use_case.execute("q", session_id="s")
     assert result.found
     assert result.record_outcome is None
 
 
 def test_record_outcome_is_reported() -> None:
-    use_case, _ = build(FakeSearch([chunk("d", 0, 0.9)]))
+    use_case = build(FakeSearch([chunk("d", 0, 0.9)])).lookup
     assert use_case.execute("q", session_id="s").record_outcome is RecordOutcome.COMMITTED
 
 
 @pytest.mark.parametrize("query", ["", "   ", "x" * 4001])
 def test_bad_queries_are_recorded_errors(query: str) -> None:
     search = FakeSearch([chunk("d", 0, 0.9)])
-    use_case, rec = build(search)
-    result = use_case.execute(query, session_id="s")
+    fx = build(search)
+    result = fx.lookup.execute(query, session_id="s")
     assert result.status is InvocationStatus.ERROR
     assert result.error_code == "invalid_input"
     assert search.requests == []
-    assert len(rec.records) == 1
+    assert len(fx.records) == 1
 
 
 def test_blank_session_id_is_a_caller_error() -> None:
-    use_case, _ = build(FakeSearch())
+    use_case = build(FakeSearch()).lookup
     with pytest.raises(InvalidInputError):
         use_case.execute("q", session_id=" ")
 
 
 def test_sparse_mode_needs_no_embedder_and_sends_no_vector() -> None:
     search = FakeSearch([chunk("d", 0, -12.0)], score_kind=ScoreKind.BM25)
-    use_case = LookupKnowledge(
-        search=search,
-        transformer=QueryTransformer({}),
-        recorder=FakeRecorder(),
-        session_state=FakeSessionState(),
-        clock=FakeClock(),
-        embedder=None,
-        config=LookupConfig(mode=SearchMode.SPARSE),
-    )
+    use_case = make_lookup(
+        search, embedder=None, config=LookupConfig(mode=SearchMode.SPARSE)
+    ).lookup
     result = use_case.execute("q", session_id="s")
     assert search.requests[0].query_vector is None
     assert result.found
@@ -183,14 +164,7 @@ def test_sparse_mode_needs_no_embedder_and_sends_no_vector() -> None:
 
 
 def test_dense_mode_without_embedder_is_a_configuration_error_result() -> None:
-    use_case = LookupKnowledge(
-        search=FakeSearch([chunk("d", 0, 0.9)]),
-        transformer=QueryTransformer({}),
-        recorder=FakeRecorder(),
-        session_state=FakeSessionState(),
-        clock=FakeClock(),
-        embedder=None,
-    )
+    use_case = make_lookup(FakeSearch([chunk("d", 0, 0.9)]), embedder=None).lookup
     result = use_case.execute("q", session_id="s")
     assert result.error_code == "configuration_error"
 
@@ -199,7 +173,7 @@ def test_late_materialisation_fetches_only_the_survivors() -> None:
     rows = [chunk("big", i, 0.9 - i * 0.01) for i in range(8)] + [chunk("x", 0, 0.5)]
     search = FakeSearch(rows)
     config = LookupConfig(retrieval=RetrievalSettings(return_n=3), late_materialisation=True)
-    use_case, _ = build(search, config=config)
+    use_case = build(search, config=config).lookup
     result = use_case.execute("q", session_id="s")
     assert all(r.include_content is False for r in search.requests)
     assert search.fetches == [["big#chunk-0", "big#chunk-1", "x#chunk-0"]]
@@ -209,7 +183,7 @@ def test_late_materialisation_fetches_only_the_survivors() -> None:
 def test_a_block_deleted_before_materialisation_is_not_shown() -> None:
     search = FakeSearch([chunk("a", 0, 0.9), chunk("b", 0, 0.8)])
     search.deleted.add("a#chunk-0")
-    use_case, _ = build(search, config=LookupConfig(late_materialisation=True))
+    use_case = build(search, config=LookupConfig(late_materialisation=True)).lookup
     result = use_case.execute("q", session_id="s")
     assert [b.document_id for b in result.evidence_blocks] == ["b#chunk-0"]
     assert result.retrieval_trace["vanished"] == ["a#chunk-0"]
@@ -220,13 +194,13 @@ def test_engine_grouping_asks_for_group_size_equal_to_the_cap() -> None:
     config = LookupConfig(
         retrieval=RetrievalSettings(max_chunks_per_document=3), engine_grouping=True
     )
-    use_case, _ = build(search, config=config)
+    use_case = build(search, config=config).lookup
     use_case.execute("q", session_id="s")
     assert search.requests[0].group_size == 3
 
 
 def test_result_json_has_exactly_the_contract_fields() -> None:
-    use_case, _ = build(FakeSearch([chunk("a", 0, 0.9), chunk("b", 1, 0.8)]))
+    use_case = build(FakeSearch([chunk("a", 0, 0.9), chunk("b", 1, 0.8)])).lookup
     payload = use_case.execute("q", session_id="s").to_tool_json()
     assert set(payload) == {
         "found",
@@ -260,7 +234,7 @@ def test_retrieved_domains_accumulate_over_a_session() -> None:
     search = FakeSearch(
         [chunk("pg", 0, 0.9, category="database"), chunk("dns", 0, 0.8, category="network")]
     )
-    use_case, _ = build(search)
+    use_case = build(search).lookup
     first = use_case.execute("postgres", session_id="s")
     assert first.retrieved_domains_this_session == ("database",)
     second = use_case.execute("dns", session_id="s")
@@ -272,8 +246,8 @@ def test_retrieved_domains_accumulate_over_a_session() -> None:
 def test_traces_explain_every_step() -> None:
     rows = [chunk("big", i, 0.9 - i * 0.01, category="database") for i in range(4)]
     rows += [chunk("big", 0, 0.5, category="database", vector_id="dup")]
-    use_case, rec = build(FakeSearch(rows))
-    result = use_case.execute("postgres", session_id="s")
+    fx = build(FakeSearch(rows))
+    result = fx.lookup.execute("postgres", session_id="s")
     trace = result.retrieval_trace
     assert trace["counts"] == {
         "candidates": 5,
@@ -296,34 +270,34 @@ def test_traces_explain_every_step() -> None:
     }
     rules = {a["rule"] for a in result.rerank_trace[0]["adjustments"]}
     assert {"relevance", "domain_match"} <= rules
-    details = rec.records[0].retrieval_details
+    details = fx.records[0].retrieval_details
     assert details["version"] == 1
     assert details["retrievalTrace"]["counts"]["cappedOut"] == 2
 
 
 def test_evidence_records_match_what_the_agent_was_shown() -> None:
-    use_case, rec = build(FakeSearch([chunk("a", 0, 0.9), chunk("b", 3, 0.8)]))
-    result = use_case.execute("q", session_id="s")
+    fx = build(FakeSearch([chunk("a", 0, 0.9), chunk("b", 3, 0.8)]))
+    result = fx.lookup.execute("q", session_id="s")
     shown = [b.document_id for b in result.evidence_blocks]
-    recorded = [e.document_id for e in rec.records[0].evidence]
+    recorded = [e.document_id for e in fx.records[0].evidence]
     assert recorded == shown
-    assert all(e.projected and e.in_context_pack for e in rec.records[0].evidence)
-    assert rec.records[0].returned_count == 2
-    assert rec.records[0].id == result.invocation_id
+    assert all(e.projected and e.in_context_pack for e in fx.records[0].evidence)
+    assert fx.records[0].returned_count == 2
+    assert fx.records[0].id == result.invocation_id
 
 
 def test_invocation_ids_are_time_ordered_uuid7() -> None:
-    use_case, rec = build(FakeSearch([chunk("a", 0, 0.9)]))
+    fx = build(FakeSearch([chunk("a", 0, 0.9)]))
     for _ in range(5):
-        use_case.execute("q", session_id="s")
-    ids = [r.id for r in rec.records]
+        fx.lookup.execute("q", session_id="s")
+    ids = [r.id for r in fx.records]
     assert ids == sorted(ids)
     assert all(i[14] == "7" for i in ids)
 
 
 def test_with_config_keeps_the_ports() -> None:
     search = FakeSearch([chunk("a", i, 0.9 - i / 100) for i in range(5)])
-    use_case, _ = build(search)
+    use_case = build(search).lookup
     uncapped = use_case.with_config(
         LookupConfig(retrieval=RetrievalSettings(max_chunks_per_document=None))
     )
@@ -357,17 +331,17 @@ class HybridSearch(FakeSearch):
 def test_hybrid_nonsense_is_no_evidence_despite_high_fused_scores() -> None:
     weak = ((ScoreKind.COSINE, 0.05), (ScoreKind.BM25, -0.3))
     search = HybridSearch([weak, weak, ((ScoreKind.COSINE, 0.1),)])
-    use_case, rec = build(search, config=LookupConfig(mode=SearchMode.HYBRID))
-    result = use_case.execute("zebra giraffe smoothie", session_id="s")
+    fx = build(search, config=LookupConfig(mode=SearchMode.HYBRID))
+    result = fx.lookup.execute("zebra giraffe smoothie", session_id="s")
     assert not result.found
     assert result.status is InvocationStatus.NO_EVIDENCE
-    assert rec.records[0].status == "no_evidence"
+    assert fx.records[0].status == "no_evidence"
 
 
 def test_hybrid_strength_is_the_best_list_and_drives_the_quality_fields() -> None:
     strong_bm25 = ((ScoreKind.COSINE, 0.1), (ScoreKind.BM25, -30.0))  # 30/(30+10) = 0.75
     search = HybridSearch([strong_bm25, ((ScoreKind.COSINE, 0.05),)])
-    use_case, _ = build(search, config=LookupConfig(mode=SearchMode.HYBRID))
+    use_case = build(search, config=LookupConfig(mode=SearchMode.HYBRID)).lookup
     result = use_case.execute("PG-53300", session_id="s")
     assert [b.document_id for b in result.evidence_blocks] == ["d0#chunk-0"]
     assert result.relevance_level.value == "high"
@@ -378,7 +352,7 @@ def test_hybrid_filtered_pass_with_weak_evidence_falls_back() -> None:
     weak = ((ScoreKind.COSINE, 0.05),)
     search = HybridSearch([weak])
     search.rows[0].metadata["category"] = "database"
-    use_case, _ = build(search, config=LookupConfig(mode=SearchMode.HYBRID))
+    use_case = build(search, config=LookupConfig(mode=SearchMode.HYBRID)).lookup
     result = use_case.execute("postgres", session_id="s")
     assert result.retrieval_trace["fallbackReason"] == "filtered_pass_below_min_relevance"
 
@@ -387,12 +361,12 @@ def test_counts_after_a_fallback_describe_the_pass_that_was_used() -> None:
     weak = [chunk("w", i, 0.05, category="database") for i in range(2)]
     good = [chunk("g", i, 0.8, category="other") for i in range(3)]
     search = FakeSearch(good, filtered_rows={"database": weak})
-    use_case, rec = build(search)
-    result = use_case.execute("postgres", session_id="s")
+    fx = build(search)
+    result = fx.lookup.execute("postgres", session_id="s")
     counts = result.retrieval_trace["counts"]
     assert counts["candidates"] == 3
     assert counts["belowMinRelevance"] == 0
-    assert rec.records[0].candidate_count == 3
+    assert fx.records[0].candidate_count == 3
     assert [p["hits"] for p in result.retrieval_trace["passes"]] == [2, 3]
 
 
@@ -410,24 +384,24 @@ def test_ids_the_audit_store_cannot_keep_are_rejected_before_searching(
     field: str, value: str
 ) -> None:
     search = FakeSearch([chunk("d", 0, 0.9)])
-    use_case, rec = build(search)
+    fx = build(search)
     kwargs: dict[str, object] = {"session_id": "s"}
     if field == "tool_call_id":
         kwargs["options"] = LookupOptions(tool_call_id=value)
     else:
         kwargs[field] = value
     with pytest.raises(InvalidInputError, match=field):
-        use_case.execute("q", **kwargs)  # type: ignore[arg-type]
+        fx.lookup.execute("q", **kwargs)  # type: ignore[arg-type]
     assert search.requests == []
-    assert rec.records == []
+    assert fx.records == []
 
 
 def test_query_text_is_cleaned_of_what_no_store_can_hold() -> None:
-    use_case, rec = build(FakeSearch([chunk("d", 0, 0.9)]))
-    result = use_case.execute("pool size \ud800 and\x00 more\tok", session_id="s")
+    fx = build(FakeSearch([chunk("d", 0, 0.9)]))
+    result = fx.lookup.execute("pool size \ud800 and\x00 more\tok", session_id="s")
     assert result.found
-    assert rec.records[0].query == "pool size \ufffd and more\tok"
-    rec.records[0].query.encode("utf-8")  # storable
+    assert fx.records[0].query == "pool size \ufffd and more\tok"
+    fx.records[0].query.encode("utf-8")  # storable
 
 
 def test_session_state_failure_does_not_cost_the_lookup() -> None:
@@ -436,19 +410,19 @@ def test_session_state_failure_does_not_cost_the_lookup() -> None:
             raise OSError("database gone")
 
     search = FakeSearch([chunk("pg", 0, 0.9, category="database")])
-    use_case, rec = build(search, sessions=BrokenSessions())
-    result = use_case.execute("postgres", session_id="s")
+    fx = build(search, session_state=BrokenSessions())
+    result = fx.lookup.execute("postgres", session_id="s")
     assert result.found
     assert result.retrieved_domains_this_session == ("database",)
-    assert len(rec.records) == 1
+    assert len(fx.records) == 1
 
 
 def test_a_recorder_bug_does_not_cost_the_lookup() -> None:
-    class BuggyRecorder(FakeRecorder):
+    class BuggyRecorder(InMemoryRecorder):
         def record(self, invocation):  # type: ignore[no-untyped-def]
             raise RuntimeError("bug")
 
-    use_case, _ = build(FakeSearch([chunk("d", 0, 0.9)]), recorder=BuggyRecorder())
+    use_case = build(FakeSearch([chunk("d", 0, 0.9)]), recorder=BuggyRecorder()).lookup
     result = use_case.execute("q", session_id="s")
     assert result.found
     assert result.record_outcome is None
