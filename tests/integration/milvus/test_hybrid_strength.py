@@ -1,8 +1,8 @@
 """Hybrid evidence is judged by each list's own score, not by the fused rank.
 
-Review finding: Milvus' ``hybrid_search`` returns only the RRF score, which says where a
-hit ranked; with k=60 even the last of 20 hits normalises above min-relevance, so a
-nonsense query returned "evidence" and the L0 filtered pass never fell back. Here the
+Milvus' ``hybrid_search`` returns only the RRF score, which says where a hit ranked; with
+k=60 even the last of 20 hits normalises above min-relevance, so judged by it a nonsense
+query would return "evidence" and the L0 filtered pass would never fall back. Here the
 real ``LookupKnowledge`` runs over Milvus Lite with the ONNX MiniLM embedder and a few
 runbook-like markdown documents, with the default min-relevance.
 """

@@ -1,7 +1,7 @@
 """The real ``LookupKnowledge`` use case over Milvus Lite, in all three search modes.
 
-Spec 004: several chunks of one document come back as separate evidence (distinct
-``document_id`` = evidence keys), and the per-document cap still holds.
+Evidence identity is chunk-level: several chunks of one document come back as separate
+evidence (distinct ``document_id`` = evidence keys), and the per-document cap still holds.
 """
 
 from __future__ import annotations

@@ -305,7 +305,7 @@ def test_with_config_keeps_the_ports() -> None:
     assert len(use_case.execute("q", session_id="s").evidence_blocks) == 2
 
 
-# ------------------------------------------------------------------ review findings
+# ------------------------------------ hybrid strength, fallback counts, ids, failing ports
 
 
 class HybridSearch(FakeSearch):
