@@ -15,7 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import Engine
+from sqlalchemy.engine import URL
 
+from lookup_knowledge.adapters.audit import create_audit_engine
 from lookup_knowledge.application.ports import InvocationFilter, RecordOutcome, TimeRange
 from lookup_knowledge.application.verify_citations import VerifyCitations
 from lookup_knowledge.domain.errors import AuditError, InvalidInputError, NotFoundError
@@ -25,7 +27,6 @@ from tests.support.audit_backends import (
     AuditBackend,
     clear,
     memory_backend,
-    migrated_postgres_engine,
     migrated_sqlite_engine,
     sql_backend,
 )
@@ -33,9 +34,10 @@ from tests.support.audit_data import BASE_TIME, evidence, invocation, session
 
 
 @pytest.fixture(scope="module")
-def postgres_engine() -> Iterator[Engine]:
-    with migrated_postgres_engine() as engine:
-        yield engine
+def postgres_engine(postgres_audit_url: URL) -> Iterator[Engine]:
+    engine = create_audit_engine(postgres_audit_url)
+    yield engine
+    engine.dispose()
 
 
 @pytest.fixture(params=BACKENDS)

@@ -3,8 +3,6 @@ private schema), each as a (recorder, queries) pair over a migrated database."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +18,6 @@ from lookup_knowledge.adapters.audit import (
 from lookup_knowledge.adapters.audit.models import invocation_evidence, tool_invocation
 from lookup_knowledge.application.ports import AuditQueries, ToolInvocationRecorder
 from tests.fakes.audit import in_memory_audit
-from tests.support.postgres import isolated_schema
 
 BACKENDS = ("memory", "sqlite", pytest.param("postgresql", marks=pytest.mark.postgres))
 
@@ -41,17 +38,6 @@ def migrated_sqlite_engine(directory: Path, **kwargs: object) -> Engine:
     engine = create_audit_engine(sqlite_url(directory), **kwargs)  # type: ignore[arg-type]
     upgrade_database(engine)
     return engine
-
-
-@contextmanager
-def migrated_postgres_engine(**kwargs: object) -> Iterator[Engine]:
-    with isolated_schema() as url:
-        engine = create_audit_engine(url, **kwargs)  # type: ignore[arg-type]
-        try:
-            upgrade_database(engine)
-            yield engine
-        finally:
-            engine.dispose()
 
 
 def clear(engine: Engine) -> None:

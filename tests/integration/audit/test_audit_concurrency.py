@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, select
+from sqlalchemy.engine import URL
 
 from lookup_knowledge.adapters.audit import (
     SqlToolInvocationRecorder,
@@ -17,30 +18,22 @@ from lookup_knowledge.adapters.audit import (
 from lookup_knowledge.adapters.audit.models import tool_invocation
 from lookup_knowledge.application.ports import RecordOutcome, ToolInvocation
 from tests.support.audit_data import invocation, session
-from tests.support.postgres import POSTGRES, isolated_schema
 
 THREADS = 8
 PER_THREAD = 25
 
 
-@pytest.fixture(params=["sqlite", POSTGRES])
-def engines(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Engine, Engine]]:
-    """Two independent engines (two "processes") on one database."""
-    if request.param == "sqlite":
-        url: object = f"sqlite:///{tmp_path / 'audit.db'}"
-        a, b = create_audit_engine(url), create_audit_engine(url)  # type: ignore[arg-type]
-        upgrade_database(a)
-        yield a, b
-        a.dispose()
-        b.dispose()
-        return
-    with isolated_schema("lk_conc") as pg:
-        a = create_audit_engine(pg, pool_size=THREADS)
-        b = create_audit_engine(pg, pool_size=THREADS)
-        upgrade_database(a)
-        yield a, b
-        a.dispose()
-        b.dispose()
+@pytest.fixture
+def engines(empty_audit_url: str | URL) -> Iterator[tuple[Engine, Engine]]:
+    """Two independent engines (two "processes") on one database (``empty_audit_url``, from
+    tests/conftest.py: SQLite and PostgreSQL)."""
+    pool = {} if isinstance(empty_audit_url, str) else {"pool_size": THREADS}  # str: SQLite
+    a = create_audit_engine(empty_audit_url, **pool)
+    b = create_audit_engine(empty_audit_url, **pool)
+    upgrade_database(a)
+    yield a, b
+    a.dispose()
+    b.dispose()
 
 
 def run_writers(

@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-import pytest
 from sqlalchemy import Engine
 
 from lookup_knowledge.adapters.audit import (
@@ -14,7 +13,6 @@ from lookup_knowledge.adapters.audit import (
     SqlAuditQueries,
     SqlToolInvocationRecorder,
     create_audit_engine,
-    upgrade_database,
 )
 from lookup_knowledge.adapters.runtime import SystemClock
 from lookup_knowledge.application.lookup import LookupKnowledge
@@ -32,7 +30,6 @@ from lookup_knowledge.domain.model import SearchMode
 from lookup_knowledge.domain.relevance import ScoreKind
 from tests.fakes import make_lookup
 from tests.support.audit_data import session
-from tests.support.postgres import POSTGRES, isolated_schema
 from tests.support.tcp_proxy import closed_port
 
 CHUNKS = {
@@ -94,21 +91,6 @@ class TinyEmbedder(Embedder):
         return [self.embed_query(t) for t in texts]
 
 
-@pytest.fixture(params=["sqlite", POSTGRES])
-def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
-    if request.param == "sqlite":
-        e = create_audit_engine(f"sqlite:///{tmp_path / 'audit.db'}")
-        upgrade_database(e)
-        yield e
-        e.dispose()
-        return
-    with isolated_schema("lk_lookup") as url:
-        e = create_audit_engine(url)
-        upgrade_database(e)
-        yield e
-        e.dispose()
-
-
 def sql_lookup(engine: Engine, spool: Path) -> tuple[LookupKnowledge, SqlToolInvocationRecorder]:
     """The use case over the SQL audit store: its recorder and its session state."""
     recorder = SqlToolInvocationRecorder(engine, spool, backoff_initial_s=0.0)
@@ -123,8 +105,8 @@ def sql_lookup(engine: Engine, spool: Path) -> tuple[LookupKnowledge, SqlToolInv
     return built.lookup, recorder
 
 
-def test_lookup_records_and_citations_verify(engine: Engine, tmp_path: Path) -> None:
-    lookup, recorder = sql_lookup(engine, tmp_path / "spool")
+def test_lookup_records_and_citations_verify(audit_engine: Engine, tmp_path: Path) -> None:
+    lookup, recorder = sql_lookup(audit_engine, tmp_path / "spool")
     sid = session()
 
     first = lookup.execute("how are refunds issued?", session_id=sid, step_id="plan")
@@ -136,7 +118,7 @@ def test_lookup_records_and_citations_verify(engine: Engine, tmp_path: Path) -> 
     assert "refund-policy#chunk-0" in returned
     assert [b.document_id for b in second.evidence_blocks] == ["vpn-guide#chunk-0"]
 
-    queries = SqlAuditQueries(engine)
+    queries = SqlAuditQueries(audit_engine)
     report = VerifyCitations(queries, recorder).execute(
         sid, [*returned, "vpn-guide#chunk-0", "made-up-doc#chunk-9"]
     )
@@ -162,14 +144,14 @@ def test_lookup_records_and_citations_verify(engine: Engine, tmp_path: Path) -> 
 
 
 def test_retrieved_domains_come_from_the_store_across_processes(
-    engine: Engine, tmp_path: Path
+    audit_engine: Engine, tmp_path: Path
 ) -> None:
     sid = session()
-    lookup, recorder = sql_lookup(engine, tmp_path / "spool-1")
+    lookup, recorder = sql_lookup(audit_engine, tmp_path / "spool-1")
     lookup.execute("how are refunds issued?", session_id=sid)
     recorder.close()
 
-    restarted, recorder2 = sql_lookup(engine, tmp_path / "spool-2")  # a fresh process
+    restarted, recorder2 = sql_lookup(audit_engine, tmp_path / "spool-2")  # a fresh process
     result = restarted.execute("connect the vpn", session_id=sid)
     assert result.retrieved_domains_this_session == ("billing", "network")
     recorder2.close()
@@ -199,12 +181,12 @@ def test_session_state_falls_back_to_memory_when_the_store_is_down() -> None:
     dead.dispose()
 
 
-def test_session_state_merges_stored_and_new_domains(engine: Engine, tmp_path: Path) -> None:
+def test_session_state_merges_stored_and_new_domains(audit_engine: Engine, tmp_path: Path) -> None:
     sid = session()
-    lookup, recorder = sql_lookup(engine, tmp_path / "spool")
+    lookup, recorder = sql_lookup(audit_engine, tmp_path / "spool")
     lookup.execute("connect the vpn", session_id=sid)
     recorder.close()
-    state = AuditSessionState(SqlAuditQueries(engine), max_sessions=1)
+    state = AuditSessionState(SqlAuditQueries(audit_engine), max_sessions=1)
     state.add_retrieved_domains(sid, ["billing"])
     assert state.retrieved_domains(sid) == ("network", "billing")
     state.retrieved_domains(session())  # evicts the first session (max_sessions=1)

@@ -24,24 +24,16 @@ from lookup_knowledge.adapters.audit.migrate import alembic_config
 from lookup_knowledge.adapters.audit.models import Base
 from lookup_knowledge.adapters.audit.queries import citation_sources_statement
 from lookup_knowledge.domain.errors import AuditUnavailable
-from tests.support.postgres import POSTGRES, isolated_schema
+from tests.support.postgres import isolated_schema
 from tests.support.tcp_proxy import closed_port
 
 AUDIT_TABLES = {"tool_invocation", "invocation_evidence"}
 
 
-@pytest.fixture(params=["sqlite", POSTGRES])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str | URL]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'migrate.db'}"
-        return
-    with isolated_schema("lk_migr") as schema_url:
-        yield schema_url
-
-
 @pytest.fixture
-def engine(url: str | URL) -> Iterator[Engine]:
-    e = create_audit_engine(url)
+def engine(empty_audit_url: str | URL) -> Iterator[Engine]:
+    """An engine on ``empty_audit_url`` (tests/conftest.py): nothing migrated yet."""
+    e = create_audit_engine(empty_audit_url)
     yield e
     e.dispose()
 
@@ -84,17 +76,17 @@ def test_the_environment_ships_inside_the_package() -> None:
 
 
 def test_upgrade_base_to_head_from_any_directory(
-    url: str | URL, engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    empty_audit_url: str | URL, engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)  # no alembic.ini here, none needed
-    assert current_revision(url) is None
-    assert upgrade_database(url) == head_revision()
-    assert current_revision(url) == head_revision()
+    assert current_revision(empty_audit_url) is None
+    assert upgrade_database(empty_audit_url) == head_revision()
+    assert current_revision(empty_audit_url) == head_revision()
     assert tables(engine) == AUDIT_TABLES
-    assert upgrade_database(url) == head_revision()  # idempotent
+    assert upgrade_database(empty_audit_url) == head_revision()  # idempotent
 
 
-def test_stairway_up_down_up_each_revision(url: str | URL, engine: Engine) -> None:
+def test_stairway_up_down_up_each_revision(engine: Engine) -> None:
     steps = revisions_base_to_head()
     assert steps, "no revisions found"
     for revision, down in steps:

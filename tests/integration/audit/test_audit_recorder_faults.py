@@ -35,7 +35,7 @@ from lookup_knowledge.application.ports import InvocationFilter, RecordOutcome, 
 from lookup_knowledge.application.verify_citations import VerifyCitations
 from lookup_knowledge.domain.errors import AuditError
 from tests.support.audit_data import evidence, invocation, session
-from tests.support.postgres import POSTGRES, isolated_schema
+from tests.support.postgres import POSTGRES
 from tests.support.tcp_proxy import TcpProxy, closed_port
 
 
@@ -81,13 +81,6 @@ class ProxyCut:
         self._proxy.start()
 
 
-@pytest.fixture(scope="module")
-def postgres_schema_url() -> Iterator[URL]:
-    with isolated_schema("lk_fault") as url:
-        upgrade_database(url)
-        yield url
-
-
 @pytest.fixture(params=["sqlite", POSTGRES])
 def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
     if request.param == "sqlite":
@@ -97,7 +90,7 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
         yield Database("sqlite", engine, engine, SqliteLock(path))
         engine.dispose()
         return
-    url: URL = request.getfixturevalue("postgres_schema_url")
+    url: URL = request.getfixturevalue("postgres_audit_url")
     proxy = TcpProxy(url.host or "127.0.0.1", url.port or 5432)
     proxy.start()
     engine = create_audit_engine(url.set(host="127.0.0.1", port=proxy.port), connect_timeout_s=2)

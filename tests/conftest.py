@@ -1,0 +1,49 @@
+"""Fixtures that several test folders share: audit databases on SQLite and PostgreSQL.
+
+Helpers that tests import by name live in ``tests.fakes`` (fakes of the ports and
+``make_lookup``) and ``tests.support`` (record builders, PostgreSQL schemas, a TCP proxy).
+PostgreSQL runs on ``TEST_DATABASE_URL`` (or a testcontainers server); without either the
+PostgreSQL cases skip, and ``-m "not postgres"`` deselects them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine
+from sqlalchemy.engine import URL
+
+from lookup_knowledge.adapters.audit import create_audit_engine, upgrade_database
+from tests.support.audit_backends import sqlite_url
+from tests.support.postgres import POSTGRES, isolated_schema
+
+
+@pytest.fixture(params=["sqlite", POSTGRES])
+def empty_audit_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str | URL]:
+    """An empty audit database, no tables yet: a SQLite file under ``tmp_path``, or a
+    private PostgreSQL schema dropped afterwards."""
+    if request.param == "sqlite":
+        yield sqlite_url(tmp_path)
+        return
+    with isolated_schema() as url:
+        yield url
+
+
+@pytest.fixture
+def audit_engine(empty_audit_url: str | URL) -> Iterator[Engine]:
+    """An engine on ``empty_audit_url``, migrated to the head revision."""
+    engine = create_audit_engine(empty_audit_url)
+    upgrade_database(engine)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def postgres_audit_url() -> Iterator[URL]:
+    """A migrated private PostgreSQL schema that the tests of one module share (each test
+    uses sessions of its own, or clears the tables first)."""
+    with isolated_schema() as url:
+        upgrade_database(url)
+        yield url
