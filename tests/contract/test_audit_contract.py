@@ -174,6 +174,15 @@ def test_text_a_database_refuses_is_stored_cleaned(backend: AuditBackend) -> Non
     )
 
 
+def test_a_record_after_close_is_kept_in_the_spool(backend: AuditBackend) -> None:
+    """A lookup still in flight when the recorder closes: its record is spooled, not lost
+    and not written to the database."""
+    sid = session()
+    backend.recorder.close()
+    assert backend.recorder.record(invocation(sid)) is RecordOutcome.SPOOLED
+    assert backend.queries.list_invocations(InvocationFilter(session_id=sid)).items == ()
+
+
 def test_a_retried_record_is_a_no_op(backend: AuditBackend) -> None:
     sid = session()
     first = invocation(sid, documents=["a#chunk-0"])

@@ -17,7 +17,6 @@ from lookup_knowledge.adapters.audit import (
 from lookup_knowledge.adapters.runtime import SystemClock
 from lookup_knowledge.application.lookup import LookupKnowledge
 from lookup_knowledge.application.ports import (
-    Embedder,
     KnowledgeSearchHit,
     KnowledgeSearchPort,
     KnowledgeSearchRequest,
@@ -28,7 +27,7 @@ from lookup_knowledge.application.verify_citations import VerifyCitations
 from lookup_knowledge.domain.identity import EvidenceIdentity
 from lookup_knowledge.domain.model import SearchMode
 from lookup_knowledge.domain.relevance import ScoreKind
-from tests.fakes import make_lookup
+from tests.fakes import FakeEmbedder, make_lookup
 from tests.support.audit_data import session
 from tests.support.tcp_proxy import closed_port
 
@@ -75,22 +74,6 @@ class TinySearch(KnowledgeSearchPort):
         return SearchCapabilities(modes=frozenset({SearchMode.DENSE}), grouping=False)
 
 
-class TinyEmbedder(Embedder):
-    @property
-    def dimension(self) -> int:
-        return 2
-
-    @property
-    def name(self) -> str:
-        return "tiny"
-
-    def embed_query(self, text: str) -> list[float]:
-        return [1.0, float(len(text) % 7)]
-
-    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        return [self.embed_query(t) for t in texts]
-
-
 def sql_lookup(engine: Engine, spool: Path) -> tuple[LookupKnowledge, SqlToolInvocationRecorder]:
     """The use case over the SQL audit store: its recorder and its session state."""
     recorder = SqlToolInvocationRecorder(engine, spool, backoff_initial_s=0.0)
@@ -100,7 +83,7 @@ def sql_lookup(engine: Engine, spool: Path) -> tuple[LookupKnowledge, SqlToolInv
         recorder=recorder,
         session_state=AuditSessionState(SqlAuditQueries(engine)),
         clock=SystemClock(),
-        embedder=TinyEmbedder(),
+        embedder=FakeEmbedder(),  # TinySearch ignores the vector
     )
     return built.lookup, recorder
 
