@@ -58,6 +58,19 @@ class ProjectedBlock:
             "truncated": self.truncated,
         }
 
+    def as_agent_json(self) -> dict[str, object]:
+        """The block as the ``agent`` payload profile shows it: what to read and cite."""
+        return {
+            "document_id": self.document_id,
+            "source": self.source,
+            "title": self.title,
+            "breadcrumb": self.breadcrumb,
+            "content": self.content,
+            "score": round(self.score, 3),
+            "rank": self.rank,
+            "hitReasons": list(self.hit_reasons),
+        }
+
 
 def _cut(text: str, limit: int) -> tuple[str, bool]:
     if len(text) <= limit:

@@ -31,7 +31,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from lookup_knowledge.application.lookup import LookupConfig
+from lookup_knowledge.application.lookup import LookupConfig, PayloadProfile
 from lookup_knowledge.domain.errors import ConfigurationError
 from lookup_knowledge.domain.model import SearchMode
 from lookup_knowledge.domain.projection import ProjectionBudgets
@@ -238,6 +238,16 @@ class ProjectionSettings(_Section):
     )
 
 
+class PayloadSettings(_Section):
+    profile: PayloadProfile = Field(
+        default=PayloadProfile.AGENT,
+        description=(
+            "agent: each excerpt once, compact traces, no id that is not a returned block; "
+            "full: every trace in the tool JSON (debugging)."
+        ),
+    )
+
+
 class QualitySettings(_Section):
     medium: Number = Field(
         default=0.4,
@@ -312,6 +322,7 @@ class RagSettings(_Section):
     context: ContextSettings = Field(default_factory=ContextSettings)
     projection: ProjectionSettings = Field(default_factory=ProjectionSettings)
     quality: QualitySettings = Field(default_factory=QualitySettings)
+    payload: PayloadSettings = Field(default_factory=PayloadSettings)
     domains: dict[str, Keywords] = Field(
         default_factory=dict,
         description="Domain dictionary: category -> keywords (a list or comma-separated).",
@@ -634,6 +645,7 @@ class Settings(BaseSettings):
                 min_excerpt_chars=rag.context.min_excerpt_chars,
             ),
             quality=QualityThresholds(medium=rag.quality.medium, high=rag.quality.high),
+            payload_profile=rag.payload.profile,
         )
 
     def domain_dictionary(self) -> dict[str, list[str]]:

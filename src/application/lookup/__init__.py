@@ -4,8 +4,8 @@
     config.py          LookupConfig (what shapes a lookup), LookupOptions (per call)
     retriever.py       Retriever: filtered pass, unfiltered retry, late materialisation
     post_processor.py  PostProcessor: rerank -> sort -> dedup -> cap -> return-n
-    context_packer.py  ContextPacker: the char-budgeted context pack
     projector.py       Projector: the evidence blocks the agent sees, within budgets
+    context_packer.py  ContextPacker: the char-budgeted context pack of those blocks
     assembler.py       Assembler: LookupResult with traces, quality and message
     recording.py       the ToolInvocation the audit store keeps, and recording it
     use_case.py        LookupKnowledge: the pipeline, top to bottom
@@ -13,8 +13,14 @@
 See ``docs/architecture.md`` for the pipeline and the result contract.
 """
 
-from lookup_knowledge.application.lookup.config import LookupConfig, LookupOptions
+from lookup_knowledge.application.lookup.config import LookupConfig, LookupOptions, PayloadProfile
 from lookup_knowledge.application.lookup.result import LookupResult
 from lookup_knowledge.application.lookup.use_case import LookupKnowledge
 
-__all__ = ["LookupConfig", "LookupKnowledge", "LookupOptions", "LookupResult"]
+__all__ = [
+    "LookupConfig",
+    "LookupKnowledge",
+    "LookupOptions",
+    "LookupResult",
+    "PayloadProfile",
+]

@@ -92,6 +92,7 @@ class Assembler:
             message=_message(out),
             quality_score=quality_score(relevances, self._config.retrieval.return_n),
             error_code=out.error.code if out.error else None,
+            payload_profile=self._config.payload_profile,
         )
 
     def _retrieval_trace(self, call: LookupCall, out: StageOutputs) -> dict[str, Any]:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from lookup_knowledge.domain.errors import ConfigurationError
 from lookup_knowledge.domain.model import SearchMode
@@ -12,6 +13,19 @@ from lookup_knowledge.domain.quality import QualityThresholds
 from lookup_knowledge.domain.relevance import RelevanceCalibration
 from lookup_knowledge.domain.rerank import RerankWeights
 from lookup_knowledge.domain.settings import RetrievalSettings
+
+
+class PayloadProfile(StrEnum):
+    """What the tool JSON carries (``rag.payload.profile``).
+
+    ``agent``: each excerpt once (the context pack refers to blocks by id), compact
+    traces, and no evidence id anywhere that is not a returned block's ``document_id``
+    (every id is an invitation to cite). ``full``: everything, for debugging. The full
+    traces are in the audit store either way.
+    """
+
+    AGENT = "agent"
+    FULL = "full"
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +44,7 @@ class LookupConfig:
     context_min_excerpt_chars: int = 80
     projection: ProjectionBudgets = field(default_factory=ProjectionBudgets)
     quality: QualityThresholds = field(default_factory=QualityThresholds)
+    payload_profile: PayloadProfile = PayloadProfile.AGENT
 
     def __post_init__(self) -> None:
         if self.context_char_budget < 1:

@@ -1,4 +1,5 @@
-"""``LookupResult``: the result contract before JSON, and its agent-facing JSON."""
+"""``LookupResult``: the result contract before JSON, and its agent-facing JSON in the two
+payload profiles (``PayloadProfile``)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from lookup_knowledge.application.lookup.config import PayloadProfile
 from lookup_knowledge.application.ports import RecordOutcome
 from lookup_knowledge.domain.model import InvocationStatus
-from lookup_knowledge.domain.packing import ContextPack
+from lookup_knowledge.domain.packing import ELLIPSIS, ContextPack
 from lookup_knowledge.domain.projection import ProjectedBlock
 from lookup_knowledge.domain.quality import CompletenessHint, RelevanceLevel
 
@@ -31,9 +33,41 @@ class LookupResult:
     quality_score: float
     error_code: str | None = None
     record_outcome: RecordOutcome | None = None
+    payload_profile: PayloadProfile = PayloadProfile.AGENT
 
-    def to_tool_json(self) -> dict[str, Any]:
-        """The agent-facing JSON of ``lookup_knowledge`` (the Projector's output)."""
+    def to_tool_json(self, profile: PayloadProfile | None = None) -> dict[str, Any]:
+        """The agent-facing JSON of ``lookup_knowledge`` in ``profile`` (default: the
+        configured ``rag.payload.profile``)."""
+        if (profile or self.payload_profile) is PayloadProfile.FULL:
+            return self._full_json()
+        return self._agent_json()
+
+    def _agent_json(self) -> dict[str, Any]:
+        blocks = {b.document_id: b for b in self.evidence_blocks}
+        trace = self.retrieval_trace
+        return {
+            "found": self.found,
+            "evidenceBlocks": [b.as_agent_json() for b in self.evidence_blocks],
+            "contextPack": _agent_pack(self.context_pack, blocks),
+            "retrievalTrace": {
+                "mode": trace.get("mode"),
+                "filterApplied": trace.get("filterApplied"),
+                "fallbackReason": trace.get("fallbackReason"),
+                "counts": {k: v for k, v in trace.get("counts", {}).items() if k in _COUNTS},
+            },
+            "rerankTrace": [
+                {"document_id": r["document_id"], "adjustments": r["adjustments"]}
+                for r in self.rerank_trace
+                if r["document_id"] in blocks and r["adjustments"]
+            ],
+            "relevanceLevel": self.relevance_level.value,
+            "completenessHint": self.completeness_hint.value,
+            "retrievedDomainsThisSession": list(self.retrieved_domains_this_session),
+            "message": self.message,
+            "invocationId": self.invocation_id,
+        }
+
+    def _full_json(self) -> dict[str, Any]:
         pack = self.context_pack
         return {
             "found": self.found,
@@ -51,3 +85,35 @@ class LookupResult:
             "message": self.message,
             "invocationId": self.invocation_id,
         }
+
+
+#: The counts the agent profile keeps: how much was found and how much is shown.
+_COUNTS = ("candidates", "afterCap", "returned", "projected")
+
+
+def _agent_pack(pack: ContextPack | None, blocks: Mapping[str, ProjectedBlock]) -> dict[str, Any]:
+    """The context pack by reference: each packed block names its ``document_id`` and how
+    many characters of the block's content it holds; the text itself only where the
+    packed excerpt is not a prefix of what the block already shows."""
+    if pack is None:
+        return {"charBudget": 0, "charsUsed": 0, "blocks": [], "omitted": []}
+    packed: list[dict[str, Any]] = []
+    for item in pack.included:
+        block = blocks.get(item.evidence_key)
+        if block is None:  # the packer packs only projected blocks; never name another id
+            continue
+        excerpt = item.excerpt.removesuffix(ELLIPSIS) if item.truncated else item.excerpt
+        if block.content.startswith(excerpt):
+            packed.append({"document_id": item.evidence_key, "chars": len(excerpt)})
+        else:
+            packed.append({"document_id": item.evidence_key, "text": item.excerpt})
+    return {
+        "charBudget": pack.char_budget,
+        "charsUsed": pack.chars_used,
+        "blocks": packed,
+        "omitted": [
+            {"document_id": o.evidence_key, "reason": o.reason.value}
+            for o in pack.omitted
+            if o.evidence_key in blocks
+        ],
+    }

@@ -5,7 +5,7 @@
     check ids -> clean and check the query
     -> QueryTransformer (L0 hints) -> Retriever (filtered pass, unfiltered retry)
     -> PostProcessor (rerank, sort, dedup, cap, return-n) -> Retriever.materialise
-    -> ContextPacker -> Projector -> session domains -> Assembler (result, traces)
+    -> Projector -> ContextPacker -> session domains -> Assembler (result, traces)
     -> the audit record, recorded before the result is returned
 
 Every policy a stage applies lives in ``lookup_knowledge.domain``.
@@ -163,8 +163,8 @@ class LookupKnowledge:
                     timings["materialise"] = materialised.duration_ms
                     processed = processed.with_materialised(materialised)
                     t = self._clock.monotonic()
-                    pack = self._packer.pack(processed.final)
                     blocks = self._projector.project(processed.final)
+                    pack = self._packer.pack(processed.final, blocks)
                     timings["pack"] = (self._clock.monotonic() - t) * 1000.0
                     out = replace(out, processed=processed, pack=pack, blocks=blocks)
                 _describe(rs, out)

@@ -1,0 +1,133 @@
+"""The two payload profiles of the tool JSON: ``agent`` (lean, cites only what it returns)
+and ``full`` (every trace, for debugging)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lookup_knowledge.application.lookup import LookupConfig, PayloadProfile
+from lookup_knowledge.domain.projection import ProjectionBudgets
+from lookup_knowledge.domain.settings import RetrievalSettings
+from tests.fakes import FakeSearch, chunk, make_lookup
+from tests.support.payload import assert_names_only_returned_blocks, ids_named
+
+#: Three documents with four chunks each: the cap (2) and return-n (3) drop some.
+ROWS = [
+    chunk(doc, i, 0.9 - 0.05 * n - 0.01 * i, content=f"{doc} chunk {i} says {'x' * 300}")
+    for n, doc in enumerate(["alpha", "beta", "gamma"])
+    for i in range(4)
+]
+CONFIG = LookupConfig(retrieval=RetrievalSettings(retrieve_k=12, return_n=3))
+
+
+def lookup(config: LookupConfig = CONFIG, rows: list = ROWS):  # type: ignore[type-arg]
+    return make_lookup(FakeSearch(rows), config=config).lookup.execute("x", session_id="s")
+
+
+def test_agent_payload_names_no_id_it_does_not_return() -> None:
+    result = lookup()
+    full = result.to_tool_json(PayloadProfile.FULL)
+    agent = result.to_tool_json()
+    returned = {b["document_id"] for b in agent["evidenceBlocks"]}
+    assert len(returned) == 3
+    assert ids_named(full) - returned  # the full payload does name capped/truncated ids
+    assert_names_only_returned_blocks(agent)
+
+
+def test_agent_payload_carries_each_excerpt_once() -> None:
+    agent = lookup().to_tool_json()
+    text = json.dumps(agent, ensure_ascii=False)
+    for block in agent["evidenceBlocks"]:
+        assert text.count(block["content"]) == 1
+    pack = agent["contextPack"]
+    assert [b["document_id"] for b in pack["blocks"]] == [
+        b["document_id"] for b in agent["evidenceBlocks"]
+    ]
+    assert all("text" not in b and b["chars"] > 0 for b in pack["blocks"])
+
+
+def test_the_pack_text_is_sent_only_where_it_is_not_a_prefix_of_the_block() -> None:
+    # Projection cuts excerpts at 100 characters, the pack keeps whole texts: the packed
+    # text says more than the block, so the agent payload carries it.
+    config = replace(
+        CONFIG, projection=ProjectionBudgets(max_excerpt_chars=100), context_char_budget=4000
+    )
+    agent = lookup(config).to_tool_json()
+    assert all("text" in b for b in agent["contextPack"]["blocks"])
+    assert_names_only_returned_blocks(agent)
+
+
+def test_agent_traces_are_compact_and_full_keeps_everything() -> None:
+    result = lookup()
+    agent, full = result.to_tool_json(), result.to_tool_json(PayloadProfile.FULL)
+    assert set(agent["retrievalTrace"]) == {"mode", "filterApplied", "fallbackReason", "counts"}
+    assert agent["retrievalTrace"]["counts"]["returned"] == 3
+    assert "passes" in full["retrievalTrace"]
+    assert "timingsMs" in full["retrievalTrace"]
+    assert len(full["rerankTrace"]) == len(ROWS)
+    assert {r["document_id"] for r in agent["rerankTrace"]} <= {
+        b["document_id"] for b in agent["evidenceBlocks"]
+    }
+    assert len(json.dumps(agent)) < len(json.dumps(full)) / 2
+
+
+def test_the_configured_profile_is_the_default_and_the_audit_keeps_the_full_traces() -> None:
+    fixture = make_lookup(
+        FakeSearch(ROWS), config=replace(CONFIG, payload_profile=PayloadProfile.FULL)
+    )
+    result = fixture.lookup.execute("x", session_id="s")
+    assert "passes" in result.to_tool_json()["retrievalTrace"]
+    lean = make_lookup(FakeSearch(ROWS), config=CONFIG)
+    lean.lookup.execute("x", session_id="s")
+    (record,) = lean.records
+    assert len(record.retrieval_details["rerankTrace"]) == len(ROWS)  # type: ignore[arg-type]
+
+
+def test_the_pack_holds_only_projected_blocks() -> None:
+    # Projection keeps 2 blocks of 3 returned: the pack must not show the third.
+    config = replace(CONFIG, projection=ProjectionBudgets(max_blocks=2))
+    result = lookup(config)
+    assert result.context_pack is not None
+    assert set(result.context_pack.included_keys) <= {b.document_id for b in result.evidence_blocks}
+    assert_names_only_returned_blocks(result.to_tool_json())
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    docs=st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b", "c", "d", None]),
+            st.integers(min_value=0, max_value=5) | st.none(),
+            st.floats(min_value=0.0, max_value=1.0),
+            st.sampled_from(["v1", "v2", "v3", None]),
+        ),
+        max_size=15,
+    ),
+    return_n=st.integers(min_value=1, max_value=6),
+    cap=st.integers(min_value=1, max_value=3),
+    max_blocks=st.integers(min_value=1, max_value=6),
+    budget=st.integers(min_value=50, max_value=3000),
+)
+def test_agent_payload_never_names_an_id_it_does_not_return(
+    docs: list[tuple[str | None, int | None, float, str | None]],
+    return_n: int,
+    cap: int,
+    max_blocks: int,
+    budget: int,
+) -> None:
+    rows = [
+        chunk(doc, index, score, content=f"text {n} " * 20, vector_id=vid)
+        for n, (doc, index, score, vid) in enumerate(docs)
+    ]
+    config = LookupConfig(
+        retrieval=RetrievalSettings(
+            retrieve_k=20, return_n=return_n, max_chunks_per_document=cap, min_relevance=0.0
+        ),
+        projection=ProjectionBudgets(max_blocks=max_blocks),
+        context_char_budget=budget,
+    )
+    assert_names_only_returned_blocks(lookup(config, rows).to_tool_json())
