@@ -1,6 +1,6 @@
 """The Eval harness's adapters: the BEIR loader, the ir-measures ``RankingMetrics``, report
-writers (JSON, rich tables, PNG / HTML chart) and the ``eval`` command line
-(``eval_app`` in ``lookup_knowledge.adapters.evaluation.cli``).
+writers (JSON, rich tables, PNG / HTML chart). The ``eval`` command line is
+``lookup_knowledge.adapters.cli.eval``; the use cases are built by the container.
 
 Importing this package loads neither ir-measures nor matplotlib; they are imported
 when a report is scored or drawn.
