@@ -10,15 +10,26 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "CitedPassage",
     "LookupApp",
     "LookupKnowledgeError",
     "Settings",
+    "anthropic_search_results",
+    "anthropic_tool_result_content",
     "anthropic_tool_schema",
+    "claude_citations",
     "create_app",
+    "openai_tool_output",
     "openai_tool_schema",
 ]
 
+_FORMATS = "lookup_knowledge.application.agent_formats"
 _LAZY = {
+    "CitedPassage": (_FORMATS, "CitedPassage"),
+    "anthropic_search_results": (_FORMATS, "anthropic_search_results"),
+    "anthropic_tool_result_content": (_FORMATS, "anthropic_tool_result_content"),
+    "claude_citations": (_FORMATS, "claude_citations"),
+    "openai_tool_output": (_FORMATS, "openai_tool_output"),
     "create_app": ("lookup_knowledge.adapters.api", "create_app"),
     "LookupApp": ("lookup_knowledge.adapters.api", "LookupApp"),
     "Settings": ("lookup_knowledge.adapters.config", "Settings"),

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from lookup_knowledge.adapters.config import Settings, load_settings
 from lookup_knowledge.adapters.container import Container
@@ -76,8 +76,8 @@ class LookupApp:
         return recorder
 
     @staticmethod
-    def openai_tool() -> dict[str, Any]:
-        return openai_tool_schema()
+    def openai_tool(api: Literal["chat", "responses"] = "chat") -> dict[str, Any]:
+        return openai_tool_schema(api)
 
     @staticmethod
     def anthropic_tool() -> dict[str, Any]:

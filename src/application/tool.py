@@ -4,7 +4,9 @@ values reads it from here."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
+
+from lookup_knowledge.domain.errors import InvalidInputError
 
 TOOL_NAME = "lookup_knowledge"
 
@@ -44,8 +46,19 @@ QUERY_SCHEMA: dict[str, Any] = {
 }
 
 
-def openai_tool_schema() -> dict[str, Any]:
-    """OpenAI Chat Completions / Responses ``tools`` entry."""
+def openai_tool_schema(api: Literal["chat", "responses"] = "chat") -> dict[str, Any]:
+    """The OpenAI ``tools`` entry: Chat Completions (``{"type": "function", "function":
+    {...}}``) by default, or the Responses API's flat ``FunctionToolParam``."""
+    if api == "responses":
+        return {
+            "type": "function",
+            "name": TOOL_NAME,
+            "description": TOOL_DESCRIPTION,
+            "parameters": QUERY_SCHEMA,
+            "strict": False,
+        }
+    if api != "chat":
+        raise InvalidInputError(f"unknown OpenAI API {api!r}; use 'chat' or 'responses'")
     return {
         "type": "function",
         "function": {

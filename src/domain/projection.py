@@ -58,9 +58,11 @@ class ProjectedBlock:
             "truncated": self.truncated,
         }
 
-    def as_agent_json(self) -> dict[str, object]:
-        """The block as the ``agent`` payload profile shows it: what to read and cite."""
-        return {
+    def as_agent_json(self, mode: str = "") -> dict[str, object]:
+        """The block as the ``agent`` payload profile shows it: what to read and cite.
+        ``hitReasons`` appear only when they say more than the search ``mode`` that found
+        every block."""
+        block: dict[str, object] = {
             "document_id": self.document_id,
             "source": self.source,
             "title": self.title,
@@ -68,8 +70,11 @@ class ProjectedBlock:
             "content": self.content,
             "score": round(self.score, 3),
             "rank": self.rank,
-            "hitReasons": list(self.hit_reasons),
         }
+        reasons = [r for r in self.hit_reasons if r != mode]
+        if reasons:
+            block["hitReasons"] = reasons
+        return block
 
 
 def _cut(text: str, limit: int) -> tuple[str, bool]:

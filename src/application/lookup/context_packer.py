@@ -1,7 +1,8 @@
 """The ContextPacker: the projected evidence as one char-budgeted context text.
 
-It packs only blocks the Projector gave the agent, so the pack never names an evidence
-id the agent cannot find among its blocks.
+It packs only blocks the Projector gave the agent, and their excerpts as projected, so
+the pack never names an evidence id the agent cannot find among its blocks and never
+shows text its blocks do not.
 
 Order is rerank order; every block keeps its source/title/breadcrumb header visible (a
 header is never cut); no source content appears twice; what did not fit is listed as
@@ -26,6 +27,12 @@ class ContextPacker:
     def pack(
         self, final: Sequence[RankedCandidate], projected: Sequence[ProjectedBlock]
     ) -> ContextPack:
-        shown = {b.document_id for b in projected}
-        blocks = [r for r in final if r.evidence_key in shown]
+        # The pack holds what the agent's blocks show (their projected excerpts), so a
+        # packed excerpt is always a prefix of its block and can be sent by reference.
+        shown = {b.document_id: b.content for b in projected}
+        blocks = [
+            r.with_candidate(r.candidate.with_content(shown[r.evidence_key]))
+            for r in final
+            if r.evidence_key in shown
+        ]
         return pack_context(blocks, self._budget, self._min_excerpt)

@@ -47,7 +47,9 @@ class LookupResult:
         trace = self.retrieval_trace
         return {
             "found": self.found,
-            "evidenceBlocks": [b.as_agent_json() for b in self.evidence_blocks],
+            "evidenceBlocks": [
+                b.as_agent_json(str(trace.get("mode", ""))) for b in self.evidence_blocks
+            ],
             "contextPack": _agent_pack(self.context_pack, blocks),
             "retrievalTrace": {
                 "mode": trace.get("mode"),
@@ -55,11 +57,7 @@ class LookupResult:
                 "fallbackReason": trace.get("fallbackReason"),
                 "counts": {k: v for k, v in trace.get("counts", {}).items() if k in _COUNTS},
             },
-            "rerankTrace": [
-                {"document_id": r["document_id"], "adjustments": r["adjustments"]}
-                for r in self.rerank_trace
-                if r["document_id"] in blocks and r["adjustments"]
-            ],
+            "rerankTrace": _agent_rerank(self.rerank_trace, blocks),
             "relevanceLevel": self.relevance_level.value,
             "completenessHint": self.completeness_hint.value,
             "retrievedDomainsThisSession": list(self.retrieved_domains_this_session),
@@ -91,26 +89,39 @@ class LookupResult:
 _COUNTS = ("candidates", "afterCap", "returned", "projected")
 
 
+def _agent_rerank(
+    trace: tuple[Mapping[str, Any], ...], blocks: Mapping[str, ProjectedBlock]
+) -> list[dict[str, Any]]:
+    """The rerank bonuses of the returned blocks (rule -> contribution); blocks ranked by
+    relevance alone are left out."""
+    out: list[dict[str, Any]] = []
+    for entry in trace:
+        if entry["document_id"] not in blocks:
+            continue
+        bonuses = {
+            a["rule"]: round(a["contribution"], 3)
+            for a in entry["adjustments"]
+            if a["rule"] != "relevance" and a["contribution"]
+        }
+        if bonuses:
+            out.append({"document_id": entry["document_id"], "adjustments": bonuses})
+    return out
+
+
 def _agent_pack(pack: ContextPack | None, blocks: Mapping[str, ProjectedBlock]) -> dict[str, Any]:
-    """The context pack by reference: each packed block names its ``document_id`` and how
-    many characters of the block's content it holds; the text itself only where the
-    packed excerpt is not a prefix of what the block already shows."""
+    """The context pack by reference: the packer packs the blocks' own excerpts, so each
+    packed block is its ``document_id`` and how many characters of its content the pack
+    holds; the text is in the blocks once."""
     if pack is None:
         return {"charBudget": 0, "charsUsed": 0, "blocks": [], "omitted": []}
-    packed: list[dict[str, Any]] = []
-    for item in pack.included:
-        block = blocks.get(item.evidence_key)
-        if block is None:  # the packer packs only projected blocks; never name another id
-            continue
-        excerpt = item.excerpt.removesuffix(ELLIPSIS) if item.truncated else item.excerpt
-        if block.content.startswith(excerpt):
-            packed.append({"document_id": item.evidence_key, "chars": len(excerpt)})
-        else:
-            packed.append({"document_id": item.evidence_key, "text": item.excerpt})
     return {
         "charBudget": pack.char_budget,
         "charsUsed": pack.chars_used,
-        "blocks": packed,
+        "blocks": [
+            {"document_id": b.evidence_key, "chars": len(b.excerpt.removesuffix(ELLIPSIS))}
+            for b in pack.included
+            if b.evidence_key in blocks
+        ],
         "omitted": [
             {"document_id": o.evidence_key, "reason": o.reason.value}
             for o in pack.omitted

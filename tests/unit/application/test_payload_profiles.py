@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -50,15 +51,26 @@ def test_agent_payload_carries_each_excerpt_once() -> None:
     assert all("text" not in b and b["chars"] > 0 for b in pack["blocks"])
 
 
-def test_the_pack_text_is_sent_only_where_it_is_not_a_prefix_of_the_block() -> None:
-    # Projection cuts excerpts at 100 characters, the pack keeps whole texts: the packed
-    # text says more than the block, so the agent payload carries it.
+@pytest.mark.parametrize(("excerpt_chars", "budget"), [(100, 4000), (1200, 500), (60, 150)])
+def test_the_pack_shows_only_what_the_blocks_show(excerpt_chars: int, budget: int) -> None:
+    """The pack is made of the blocks' projected excerpts, so the agent profile can send
+    it by reference: each packed excerpt is a prefix of its block's content."""
     config = replace(
-        CONFIG, projection=ProjectionBudgets(max_excerpt_chars=100), context_char_budget=4000
+        CONFIG,
+        projection=ProjectionBudgets(max_excerpt_chars=excerpt_chars, min_excerpt_chars=20),
+        context_char_budget=budget,
+        context_min_excerpt_chars=20,
     )
-    agent = lookup(config).to_tool_json()
-    assert all("text" in b for b in agent["contextPack"]["blocks"])
-    assert_names_only_returned_blocks(agent)
+    result = lookup(config)
+    assert result.context_pack is not None
+    assert result.context_pack.included
+    contents = {b.document_id: b.content for b in result.evidence_blocks}
+    for packed in result.context_pack.included:
+        assert contents[packed.evidence_key].startswith(packed.excerpt.removesuffix("…"))
+    pack = result.to_tool_json()["contextPack"]
+    assert [b["chars"] for b in pack["blocks"]] == [
+        len(p.excerpt.removesuffix("…")) for p in result.context_pack.included
+    ]
 
 
 def test_agent_traces_are_compact_and_full_keeps_everything() -> None:
