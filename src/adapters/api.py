@@ -15,18 +15,19 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from lookup_knowledge.adapters.config import Settings, load_settings
 from lookup_knowledge.adapters.container import Container
 from lookup_knowledge.application.evaluation import MEASURES, Replay, RunEval
+from lookup_knowledge.application.health import Health
 from lookup_knowledge.application.ingest import IngestProgress, IngestReport
 from lookup_knowledge.application.lookup import LookupKnowledge, LookupOptions, LookupResult
 from lookup_knowledge.application.ports import (
@@ -39,6 +40,8 @@ from lookup_knowledge.application.ports import (
 from lookup_knowledge.application.tool import anthropic_tool_schema, openai_tool_schema
 from lookup_knowledge.domain.errors import InvalidInputError, LookupKnowledgeError
 from lookup_knowledge.domain.model import SearchMode
+
+_T = TypeVar("_T")
 
 
 class LookupApp:
@@ -151,7 +154,6 @@ class LookupApp:
         tool_call_id: str | None = None,
     ) -> LookupResult:
         """``lookup_result`` for asyncio hosts: runs on the app's worker pool."""
-        self._check_open()
         call = partial(
             self.lookup_result,
             query,
@@ -161,7 +163,7 @@ class LookupApp:
             category=category,
             tool_call_id=tool_call_id,
         )
-        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+        return await self._in_pool(call)
 
     async def alookup(
         self,
@@ -226,6 +228,45 @@ class LookupApp:
             )
         return report
 
+    async def aingest(
+        self,
+        paths: Sequence[str | Path] | str | Path,
+        *,
+        category: str | None = None,
+        doc_id: str | None = None,
+        root: str | Path | None = None,
+        sync: bool = False,
+        progress: Callable[[IngestProgress], None] | None = None,
+    ) -> IngestReport:
+        """``ingest`` for asyncio hosts, on the app's worker pool (``progress`` is called
+        from that worker thread)."""
+        call = partial(
+            self.ingest,
+            paths,
+            category=category,
+            doc_id=doc_id,
+            root=root,
+            sync=sync,
+            progress=progress,
+        )
+        return await self._in_pool(call)
+
+    async def averify_citations(
+        self, session_id: str, document_ids: Sequence[str]
+    ) -> CitationReport:
+        """``verify_citations`` for asyncio hosts, on the app's worker pool."""
+        return await self._in_pool(partial(self.verify_citations, session_id, document_ids))
+
+    def health(self) -> Health:
+        """Live check of the knowledge search, the audit store and the spool (a readiness
+        probe): ``ok`` is false when lookups cannot be answered or recorded now."""
+        with self._call():
+            health: Health = self._container.health().execute()
+        return health
+
+    async def ahealth(self) -> Health:
+        return await self._in_pool(self.health)
+
     def flush(self, session_id: str | None = None, timeout_s: float = 10.0) -> bool:
         """Wait until spooled audit records (of a session) are in the database."""
         return self.recorder.flush(session_id, timeout_s)
@@ -266,6 +307,25 @@ class LookupApp:
             self._idle.wait_for(lambda: self._in_flight == 0, timeout=timeout_s)
         self._executor.shutdown(wait=True)
         self._container.shutdown_resources()
+
+    async def aclose(self, timeout_s: float = 60.0) -> None:
+        """``close`` without blocking the event loop (waits for calls in flight)."""
+        await asyncio.to_thread(self.close, timeout_s)
+
+    async def __aenter__(self) -> LookupApp:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def _in_pool(self, call: Callable[[], _T]) -> Awaitable[_T]:
+        self._check_open()
+        return asyncio.get_running_loop().run_in_executor(self._executor, call)
 
     def __enter__(self) -> LookupApp:
         return self

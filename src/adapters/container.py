@@ -45,6 +45,7 @@ from lookup_knowledge.adapters.runtime import (
 )
 from lookup_knowledge.adapters.telemetry import OpenTelemetryTelemetry
 from lookup_knowledge.application.evaluation import Replay, RunEval
+from lookup_knowledge.application.health import CheckHealth
 from lookup_knowledge.application.ingest import IngestConfig, IngestDocuments
 from lookup_knowledge.application.lookup import LookupKnowledge
 from lookup_knowledge.application.ports import AuditQueries, RankingMetrics
@@ -251,6 +252,17 @@ class Container(containers.DeclarativeContainer):
     # Called with the paths and options of one ingest run.
     document_source = providers.Factory(FileDocumentSource)
     audit_schema = providers.Factory(AlembicAuditSchema, providers.Callable(_audit_url, settings))
+
+    health = providers.Factory(
+        CheckHealth,
+        search=search,
+        recorder=recorder,
+        audit=providers.Selector(
+            providers.Callable(_audit_mode, settings),
+            sql=audit_queries.provider,
+            off=providers.Object(None),
+        ),
+    )
 
     ranking_metrics = providers.Factory(_ranking_metrics)
     run_eval = providers.Factory(

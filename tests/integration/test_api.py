@@ -207,3 +207,71 @@ def test_audit_disabled_touches_no_audit_database(tmp_path: Path) -> None:
     assert result["found"] is False
     assert not (tmp_path / "audit.db").exists()
     assert not (tmp_path / "audit-spool").exists()
+
+
+# --------------------------------------------------------------------------- asyncio, health
+
+
+def test_the_async_api_ingests_verifies_checks_and_closes(tmp_path: Path) -> None:
+    folder = _docs(tmp_path)
+
+    async def host() -> None:
+        async with create_app(
+            overrides={
+                "data-dir": str(tmp_path / "data"),
+                "search.backend": "memory",
+                "embedder.provider": "hashing",
+                "rag.min-relevance": 0.0,
+            }
+        ) as app:
+            report = await app.aingest([folder], root=folder)
+            assert report.added == 2
+            result = await app.alookup("PG-53300 too many connections", session_id="async")
+            cited = [b["document_id"] for b in result["evidenceBlocks"]][:1]
+            verdict = await app.averify_citations("async", [*cited, "nope#chunk-0"])
+            assert verdict.valid_ids == tuple(cited)
+            assert verdict.unknown == ("nope#chunk-0",)
+            health = await app.ahealth()
+            assert health.ok, health.as_dict()
+        with pytest.raises(LookupKnowledgeError, match="closed"):
+            await app.alookup("again", session_id="async")
+
+    asyncio.run(host())
+
+
+def test_health_names_what_is_down(tmp_path: Path) -> None:
+    from tests.support.tcp_proxy import closed_port
+
+    port = closed_port()
+    app = create_app(
+        overrides={
+            "data-dir": str(tmp_path / "data"),
+            "milvus.uri": f"http://127.0.0.1:{port}",
+            "milvus.timeout-s": 1,
+            "embedder.provider": "hashing",
+        }
+    )
+    try:
+        health = app.health()
+        search, audit, spool = health.components
+        assert not health.ok
+        assert (search.name, search.ok) == ("knowledge search", False)
+        assert "search_unavailable" in search.detail
+        assert (audit.ok, spool.ok) == (True, True)
+    finally:
+        app.close()
+
+
+def test_health_with_the_audit_store_switched_off(tmp_path: Path) -> None:
+    app = create_app(
+        overrides={
+            "data-dir": str(tmp_path / "data"),
+            "search.backend": "memory",
+            "embedder.provider": "hashing",
+            "audit.enabled": False,
+        }
+    )
+    with app:
+        health = app.health()
+        assert health.ok
+        assert "disabled" in health.components[1].detail

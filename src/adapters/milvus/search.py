@@ -192,6 +192,12 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
             server_version=server.version,
         )
 
+    def check(self) -> str:
+        server = self._connection.capabilities()
+        exists = self._collection.exists()  # a live round trip, never cached
+        state = f"collection {self._collection.name!r}" + ("" if exists else " (not created yet)")
+        return f"Milvus {server.version or '(Lite)'}, {state}"
+
     def _unsupported(
         self, mode: SearchMode, server: ServerCapabilities, layout: CollectionLayout
     ) -> UnsupportedSearchMode:

@@ -86,6 +86,12 @@ class KnowledgeSearchPort(ABC):
     @abstractmethod
     def capabilities(self) -> SearchCapabilities: ...
 
+    def check(self) -> str:
+        """A live round trip to the engine for health checks: a short description of what
+        it holds, or ``SearchError`` (``SearchUnavailable`` when it cannot be reached)."""
+        capabilities = self.capabilities()
+        return ", ".join(sorted(m.value for m in capabilities.modes)) or "no search mode"
+
 
 # --------------------------------------------------------------------------- embedding
 
