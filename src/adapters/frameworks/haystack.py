@@ -1,0 +1,49 @@
+"""Haystack: a retriever component over ``lookup_knowledge`` (extra ``frameworks``).
+
+Haystack sends anonymous usage telemetry unless ``HAYSTACK_TELEMETRY_ENABLED=False`` is
+set in the environment; a host that must not call out sets it before importing Haystack.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from haystack import Document, component
+
+from lookup_knowledge.adapters.frameworks import block_metadata
+from lookup_knowledge.application.lookup import LookupResult
+
+if TYPE_CHECKING:
+    from lookup_knowledge.adapters.api import LookupApp
+
+
+def _documents(result: LookupResult) -> list[Document]:
+    return [
+        Document(
+            id=block.document_id,
+            content=block.content,
+            meta=block_metadata(block, result.invocation_id),
+            score=block.score,
+        )
+        for block in result.evidence_blocks
+    ]
+
+
+@component
+class LookupKnowledgeRetriever:
+    """``lookup_knowledge`` as a Haystack retriever for one conversation: ``run(query,
+    step_id=None)`` returns ``{"documents": [...], "found": bool, "message": str}``."""
+
+    def __init__(self, app: LookupApp, session_id: str) -> None:
+        self._app = app
+        self._session_id = session_id
+
+    @component.output_types(documents=list[Document], found=bool, message=str)
+    def run(self, query: str, step_id: str | None = None) -> dict[str, Any]:
+        result = self._app.lookup_result(query, session_id=self._session_id, step_id=step_id)
+        return {"documents": _documents(result), "found": result.found, "message": result.message}
+
+    @component.output_types(documents=list[Document], found=bool, message=str)
+    async def run_async(self, query: str, step_id: str | None = None) -> dict[str, Any]:
+        result = await self._app.alookup_result(query, session_id=self._session_id, step_id=step_id)
+        return {"documents": _documents(result), "found": result.found, "message": result.message}

@@ -1,0 +1,84 @@
+"""LlamaIndex: a retriever and a tool over ``lookup_knowledge`` (extra ``frameworks``)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import TYPE_CHECKING
+
+from llama_index.core.retrievers import BaseRetriever
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+from llama_index.core.tools import FunctionTool
+
+from lookup_knowledge.adapters.frameworks import block_metadata
+from lookup_knowledge.application.lookup import LookupResult
+from lookup_knowledge.application.tool import TOOL_DESCRIPTION, TOOL_NAME
+
+if TYPE_CHECKING:
+    from lookup_knowledge.adapters.api import LookupApp
+
+
+def _nodes(result: LookupResult) -> list[NodeWithScore]:
+    return [
+        NodeWithScore(
+            node=TextNode(
+                id_=block.document_id,
+                text=block.content,
+                metadata=block_metadata(block, result.invocation_id),
+            ),
+            score=block.score,
+        )
+        for block in result.evidence_blocks
+    ]
+
+
+class LookupKnowledgeRetriever(BaseRetriever):
+    """``lookup_knowledge`` as a LlamaIndex retriever for one conversation; each retrieval
+    is a step (``step-1``, ``step-2``, ... unless the host sets ``next_step_id``)."""
+
+    def __init__(self, app: LookupApp, session_id: str) -> None:
+        super().__init__()
+        self._app = app
+        self._session_id = session_id
+        self._steps = itertools.count(1)
+        self.next_step_id: str | None = None
+
+    def _step(self) -> str:
+        step, self.next_step_id = self.next_step_id, None
+        return step or f"step-{next(self._steps)}"
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        result = self._app.lookup_result(
+            query_bundle.query_str, session_id=self._session_id, step_id=self._step()
+        )
+        return _nodes(result)
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        result = await self._app.alookup_result(
+            query_bundle.query_str, session_id=self._session_id, step_id=self._step()
+        )
+        return _nodes(result)
+
+
+def lookup_knowledge_tool(app: LookupApp, session_id: str) -> FunctionTool:
+    """``lookup_knowledge(query)`` as a LlamaIndex ``FunctionTool`` returning the tool JSON."""
+    steps = itertools.count(1)
+
+    def lookup_knowledge(query: str) -> str:
+        """Search the knowledge base for evidence."""
+        result = app.lookup_result(query, session_id=session_id, step_id=f"tool-{next(steps)}")
+        return json.dumps(result.to_tool_json(), ensure_ascii=False)
+
+    async def alookup_knowledge(query: str) -> str:
+        """Search the knowledge base for evidence."""
+        result = await app.alookup_result(
+            query, session_id=session_id, step_id=f"tool-{next(steps)}"
+        )
+        return json.dumps(result.to_tool_json(), ensure_ascii=False)
+
+    return FunctionTool.from_defaults(
+        fn=lookup_knowledge,
+        async_fn=alookup_knowledge,
+        name=TOOL_NAME,
+        description=TOOL_DESCRIPTION,
+    )
