@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.payload import assert_names_only_returned_blocks
 from tests.support.postgres import POSTGRES, isolated_schema
 
 CLI = str(Path(sys.executable).with_name("lookup-knowledge"))
@@ -94,7 +95,7 @@ class User:
     def run(
         self, *args: str, env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
+        done = subprocess.run(
             [CLI, *args],
             capture_output=True,
             text=True,
@@ -103,6 +104,10 @@ class User:
             timeout=300,
             check=False,
         )
+        if "lookup" in args and "--json" in args and done.stdout.startswith("{"):
+            # Every lookup of the e2e suite: the agent payload names only its own blocks.
+            assert_names_only_returned_blocks(json.loads(done.stdout))
+        return done
 
     def ok(self, *args: str) -> str:
         done = self.run(*args)
