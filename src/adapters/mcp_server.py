@@ -9,8 +9,10 @@
 The server offers exactly one tool, ``lookup_knowledge``, with the same description and
 input schema as the OpenAI / Anthropic function-calling entries (``tool_schema``). A call
 runs ``LookupApp.alookup`` (on the app's worker pool, never on the event loop), so it is
-recorded in the audit store like any other lookup, and returns the tool JSON both as
-``structuredContent`` and as one JSON text block (for clients that read only text).
+recorded in the audit store like any other lookup, and returns the tool JSON once, as
+``structuredContent`` declared by the tool's ``outputSchema``; the text block only says
+the message and lists the citable ids (clients that read only text still learn what
+was found and what to cite, and the excerpts are not sent twice).
 
 **Session ids.** The audit groups calls by session and the citation check works per
 session, so every MCP client session maps to one ``mcp-…`` session id:
@@ -20,10 +22,21 @@ session, so every MCP client session maps to one ``mcp-…`` session id:
 * otherwise the connection the server is serving: stdio (one client per process), the
   SDK's in-process client, SSE. The SDK enters the server lifespan once per served
   connection, so the lifespan state carries a fresh ``mcp-<uuid>`` and a call counter;
-* on stateless HTTP no session exists at all: each call gets its own id.
+* on stateless HTTP, and with the per-request MCP protocol (2026), no session exists at
+  all: each call gets its own id unless the request names its conversation (below).
+
+A client that keeps one server for many conversations (a desktop app on stdio) names the
+conversation in the request's ``_meta``: ``{"lookup-knowledge/conversation-id": "c-42"}``
+makes the call's audit session ``mcp-c-42`` whatever the transport, so two chats never
+share a session (and a citation check per chat sees only that chat's evidence).
 
 ``step_id`` is the call's number within its session ("1", "2", …) when the server keeps
 the session, else the MCP request id; ``tool_call_id`` is always the MCP request id.
+
+**HTTP.** ``serve_http`` (``lookup-knowledge mcp --transport http``) serves streamable
+HTTP at ``/mcp``; each MCP session there is its own audit session. It binds 127.0.0.1
+by default; binding any other address needs ``mcp.token``, which every request must
+then carry as ``Authorization: Bearer <token>`` (401 otherwise).
 
 Argument errors never take the server down: an empty or over-long ``query`` reaches the
 lookup, which records the call and answers with its error result (``found`` false and a
@@ -34,8 +47,9 @@ message saying why); arguments of the wrong shape are rejected by the SDK with a
 from __future__ import annotations
 
 import copy
+import hmac
+import ipaddress
 import itertools
-import json
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -45,13 +59,30 @@ from typing import Any
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from lookup_knowledge.adapters.api import LookupApp, create_app
-from lookup_knowledge.application.tool import QUERY_SCHEMA, TOOL_DESCRIPTION, TOOL_NAME
+from lookup_knowledge.application.tool import (
+    QUERY_SCHEMA,
+    RESULT_SCHEMA,
+    TOOL_DESCRIPTION,
+    TOOL_NAME,
+)
+from lookup_knowledge.domain.errors import ConfigurationError
 
-__all__ = ["SESSION_PREFIX", "build_mcp_server", "main", "serve_stdio"]
+__all__ = [
+    "CONVERSATION_META_KEY",
+    "SESSION_PREFIX",
+    "build_mcp_server",
+    "main",
+    "mcp_http_app",
+    "serve_http",
+    "serve_stdio",
+]
 
 SESSION_PREFIX = "mcp-"
+CONVERSATION_META_KEY = "lookup-knowledge/conversation-id"
 _TRANSPORT_SESSION_HEADER = "mcp-session-id"
 
 
@@ -84,10 +115,24 @@ def _header(headers: Mapping[str, str] | None, name: str) -> str | None:
     return None
 
 
+def _conversation(meta: object) -> str | None:
+    """The host's conversation id from a request's ``_meta``, when it names one."""
+    if meta is None:
+        return None
+    extra = meta.model_extra if hasattr(meta, "model_extra") else meta
+    value = extra.get(CONVERSATION_META_KEY) if isinstance(extra, Mapping) else None
+    return value if isinstance(value, str) and value else None
+
+
 def _session_and_step(
-    headers: Mapping[str, str] | None, connection: _ConnectionSession, request_id: str
+    headers: Mapping[str, str] | None,
+    connection: _ConnectionSession,
+    request_id: str,
+    conversation: str | None = None,
 ) -> tuple[str, str]:
     """(session_id, step_id) for one call; see the module docstring for the rules."""
+    if conversation is not None:
+        return f"{SESSION_PREFIX}{conversation}", request_id
     transport_session = _header(headers, _TRANSPORT_SESSION_HEADER)
     if transport_session is not None:
         return f"{SESSION_PREFIX}{transport_session}", request_id
@@ -98,9 +143,18 @@ def _session_and_step(
 
 
 def _tool_result(payload: dict[str, Any], *, is_error: bool = False) -> CallToolResult:
-    text = json.dumps(payload, ensure_ascii=False)
+    """The tool JSON once, as ``structuredContent`` (declared by the tool's
+    ``outputSchema``); the text block is a short reading of it (the message and the
+    citable ids), not a second copy of the excerpts."""
+    lines = [str(payload.get("message", ""))]
+    lines += [
+        f"- {b['document_id']} ({b.get('title') or b.get('source') or ''})"
+        for b in payload.get("evidenceBlocks", [])
+    ]
+    if payload.get("evidenceBlocks"):
+        lines.append("The excerpts are in the structured result (evidenceBlocks[].content).")
     return CallToolResult(
-        content=[TextContent(type="text", text=text)],
+        content=[TextContent(type="text", text="\n".join(lines))],
         structured_content=payload,
         is_error=is_error,
     )
@@ -115,7 +169,7 @@ def build_mcp_server(app: LookupApp, *, name: str = "lookup-knowledge") -> MCPSe
     async def lookup_knowledge(query: str, ctx: Context[_ConnectionSession, Any]) -> CallToolResult:
         request = ctx.request_context
         session_id, step_id = _session_and_step(
-            ctx.headers, request.lifespan_context, ctx.request_id
+            ctx.headers, request.lifespan_context, ctx.request_id, _conversation(request.meta)
         )
         result = await app.alookup_result(
             query, session_id=session_id, step_id=step_id, tool_call_id=ctx.request_id
@@ -140,6 +194,7 @@ def build_mcp_server(app: LookupApp, *, name: str = "lookup-knowledge") -> MCPSe
     # own argument model only requires a string, so an empty or over-long query still
     # reaches the lookup, which records the call and answers with its error result.
     tool.parameters = copy.deepcopy(QUERY_SCHEMA)
+    tool.fn_metadata.output_schema = copy.deepcopy(RESULT_SCHEMA)
     return MCPServer(name, tools=[tool], lifespan=_per_connection)
 
 
@@ -150,6 +205,58 @@ def serve_stdio(app: LookupApp) -> None:
     (a print, a driver's banner) cannot corrupt the protocol stream.
     """
     build_mcp_server(app).run("stdio")
+
+
+class _BearerToken:
+    """ASGI middleware: every HTTP request must carry ``Authorization: Bearer <token>``."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self._app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or ()).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self._expected):
+                response = JSONResponse(
+                    {"error": "unauthorized", "detail": "a valid bearer token is required"},
+                    status_code=401,
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
+                await response(scope, receive, send)
+                return
+        await self._app(scope, receive, send)
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def mcp_http_app(app: LookupApp, *, host: str = "127.0.0.1", token: str | None = None) -> ASGIApp:
+    """The streamable-HTTP MCP server (at ``/mcp``) as an ASGI app; ``token`` set: every
+    request needs it. Off loopback a token is required (``ConfigurationError``)."""
+    if not _loopback(host) and not token:
+        raise ConfigurationError(
+            "mcp.token", None, f"required to serve MCP over HTTP on {host} (not loopback)"
+        )
+    asgi: ASGIApp = build_mcp_server(app).streamable_http_app(host=host)
+    return _BearerToken(asgi, token) if token else asgi
+
+
+def serve_http(
+    app: LookupApp, *, host: str = "127.0.0.1", port: int = 8765, token: str | None = None
+) -> None:
+    """Serve ``lookup_knowledge`` over streamable HTTP until interrupted (blocking)."""
+    import uvicorn
+
+    uvicorn.run(
+        mcp_http_app(app, host=host, token=token), host=host, port=port, log_level="warning"
+    )
 
 
 def main() -> None:

@@ -46,6 +46,60 @@ QUERY_SCHEMA: dict[str, Any] = {
 }
 
 
+#: The tool JSON's shape (either payload profile): what an MCP ``outputSchema`` declares.
+RESULT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": [
+        "found",
+        "evidenceBlocks",
+        "contextPack",
+        "retrievalTrace",
+        "rerankTrace",
+        "relevanceLevel",
+        "completenessHint",
+        "retrievedDomainsThisSession",
+        "message",
+        "invocationId",
+    ],
+    "properties": {
+        "found": {"type": "boolean"},
+        "evidenceBlocks": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": [
+                    "document_id",
+                    "source",
+                    "title",
+                    "breadcrumb",
+                    "content",
+                    "score",
+                    "rank",
+                ],
+                "properties": {
+                    "document_id": {"type": "string", "description": "What to cite."},
+                    "source": {"type": "string"},
+                    "title": {"type": "string"},
+                    "breadcrumb": {"type": "string"},
+                    "content": {"type": "string"},
+                    "score": {"type": "number"},
+                    "rank": {"type": "integer", "minimum": 1},
+                    "hitReasons": {"type": "array", "items": {"type": "string"}},
+                },
+            },
+        },
+        "contextPack": {"type": "object"},
+        "retrievalTrace": {"type": "object"},
+        "rerankTrace": {"type": "array", "items": {"type": "object"}},
+        "relevanceLevel": {"type": "string", "enum": ["none", "low", "medium", "high"]},
+        "completenessHint": {"type": "string"},
+        "retrievedDomainsThisSession": {"type": "array", "items": {"type": "string"}},
+        "message": {"type": "string"},
+        "invocationId": {"type": "string"},
+    },
+}
+
+
 def openai_tool_schema(api: Literal["chat", "responses"] = "chat") -> dict[str, Any]:
     """The OpenAI ``tools`` entry: Chat Completions (``{"type": "function", "function":
     {...}}``) by default, or the Responses API's flat ``FunctionToolParam``."""

@@ -4,7 +4,6 @@ store under one ``mcp-…`` session per client session."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
+import jsonschema
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
@@ -26,7 +26,13 @@ from lookup_knowledge.adapters.mcp_server import (
     build_mcp_server,
 )
 from lookup_knowledge.application.ports import InvocationFilter, InvocationSummary
-from lookup_knowledge.application.tool import QUERY_SCHEMA, TOOL_DESCRIPTION, TOOL_NAME
+from lookup_knowledge.application.tool import (
+    QUERY_SCHEMA,
+    RESULT_SCHEMA,
+    TOOL_DESCRIPTION,
+    TOOL_NAME,
+)
+from tests.support.payload import assert_names_only_returned_blocks
 
 T = TypeVar("T")
 
@@ -88,14 +94,21 @@ def app(tmp_path: Path) -> Iterator[LookupApp]:
 
 
 def _payload(result: CallToolResult, *, is_error: bool = False) -> dict[str, Any]:
-    """The tool JSON, checked to be the same in structuredContent and the text block."""
+    """The tool JSON, sent once as structuredContent (valid against the declared output
+    schema); the text block names the message and every citable id, and no excerpt."""
     assert result.is_error is is_error, result.content
     assert result.structured_content is not None
+    payload = dict(result.structured_content)
+    jsonschema.validate(payload, RESULT_SCHEMA)
     assert len(result.content) == 1
     block = result.content[0]
     assert isinstance(block, TextContent)
-    assert json.loads(block.text) == result.structured_content
-    return dict(result.structured_content)
+    assert payload["message"] in block.text
+    for evidence in payload["evidenceBlocks"]:
+        assert evidence["document_id"] in block.text
+        assert evidence["content"] not in block.text
+    assert_names_only_returned_blocks(payload)
+    return payload
 
 
 def _returned_ids(payload: dict[str, Any]) -> list[str]:
@@ -134,6 +147,7 @@ def test_lists_exactly_the_lookup_tool_with_the_shared_schema(app: LookupApp, mo
     assert tool.input_schema == QUERY_SCHEMA
     assert tool.input_schema["required"] == ["query"]
     assert tool.input_schema["properties"]["query"]["type"] == "string"
+    assert tool.output_schema == RESULT_SCHEMA  # the structured result is declared
     assert tool.annotations is not None
     assert tool.annotations.read_only_hint is True
 

@@ -1,13 +1,40 @@
-"""``lookup-knowledge mcp``: the MCP server on stdio."""
+"""``lookup-knowledge mcp``: the MCP server on stdio or streamable HTTP."""
 
 from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+import typer
 
 from lookup_knowledge.adapters.cli.context import open_app
 
 
-def mcp() -> None:
-    """Serve lookup_knowledge(query) to MCP clients over stdio."""
-    from lookup_knowledge.adapters.mcp_server import serve_stdio
+class Transport(StrEnum):
+    stdio = "stdio"
+    http = "http"
+
+
+def mcp(
+    transport: Annotated[
+        Transport, typer.Option(help="stdio (one client) or http (streamable HTTP at /mcp).")
+    ] = Transport.stdio,
+    host: Annotated[
+        str | None, typer.Option(help="HTTP bind address (default mcp.host, 127.0.0.1).")
+    ] = None,
+    port: Annotated[int | None, typer.Option(help="HTTP port (default mcp.port, 8765).")] = None,
+) -> None:
+    """Serve lookup_knowledge(query) to MCP clients (stdio, or HTTP with mcp.token off loopback)."""
+    from lookup_knowledge.adapters.mcp_server import serve_http, serve_stdio
 
     with open_app() as lookup_app:
-        serve_stdio(lookup_app)
+        if transport is Transport.stdio:
+            serve_stdio(lookup_app)
+            return
+        settings = lookup_app.settings
+        serve_http(
+            lookup_app,
+            host=host or settings.mcp.host,
+            port=port or settings.mcp.port,
+            token=settings.mcp_token,
+        )

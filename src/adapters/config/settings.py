@@ -506,6 +506,19 @@ class IngestSettings(_Section):
         return self
 
 
+class McpSettings(_Section):
+    host: str = Field(
+        default="127.0.0.1",
+        min_length=1,
+        description="Address `mcp --transport http` binds (loopback unless a token is set).",
+    )
+    port: Whole = Field(default=8765, ge=1, le=65535, description="Port of the MCP HTTP server.")
+    token: OptionalSecret = Field(
+        default=None,
+        description="Bearer token MCP HTTP clients must send; required off loopback (secret).",
+    )
+
+
 class LogSettings(_Section):
     level: str = Field(default="INFO", description="DEBUG, INFO, WARNING, ERROR or CRITICAL.")
     json_: bool = Field(default=False, alias="json", description="One JSON object per log line.")
@@ -547,6 +560,7 @@ class Settings(BaseSettings):
     embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)
     audit: AuditSettings = Field(default_factory=AuditSettings)
     ingest: IngestSettings = Field(default_factory=IngestSettings)
+    mcp: McpSettings = Field(default_factory=McpSettings)
     log: LogSettings = Field(default_factory=LogSettings)
 
     @classmethod
@@ -595,6 +609,11 @@ class Settings(BaseSettings):
     @property
     def milvus_token(self) -> str | None:
         token = self.milvus.token
+        return None if token is None else token.get_secret_value()
+
+    @property
+    def mcp_token(self) -> str | None:
+        token = self.mcp.token
         return None if token is None else token.get_secret_value()
 
     @property

@@ -1,0 +1,168 @@
+"""MCP over streamable HTTP with the official client: one audit session per MCP session,
+a bearer token off loopback, and a conversation id in ``_meta`` on any transport."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+import uvicorn
+from mcp import Client
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
+from lookup_knowledge.adapters.api import LookupApp, create_app
+from lookup_knowledge.adapters.mcp_server import (
+    CONVERSATION_META_KEY,
+    build_mcp_server,
+    mcp_http_app,
+)
+from lookup_knowledge.application.ports import InvocationFilter
+from lookup_knowledge.domain.errors import ConfigurationError
+
+QUERY = "how do I fail over the primary PostgreSQL database"
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Iterator[LookupApp]:
+    corpus = tmp_path / "corpus" / "database"
+    corpus.mkdir(parents=True)
+    (corpus / "failover.md").write_text(
+        "# Database failover\n\nTo fail over the primary PostgreSQL database, run "
+        "`pg_ctl promote` on the replica and repoint the db-primary DNS record.\n",
+        encoding="utf-8",
+    )
+    built = create_app(
+        overrides={
+            "data-dir": str(tmp_path / "data"),
+            "embedder.provider": "hashing",
+            "search.backend": "memory",
+        }
+    )
+    built.ingest([tmp_path / "corpus"], root=tmp_path / "corpus")
+    yield built
+    built.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def serve(app: LookupApp) -> Iterator[Any]:
+    """Start the HTTP app on a free loopback port (uvicorn in a thread); yields a starter."""
+    servers: list[uvicorn.Server] = []
+    threads: list[threading.Thread] = []
+
+    def start(token: str | None = None) -> str:
+        port = _free_port()
+        config = uvicorn.Config(
+            mcp_http_app(app, token=token), host="127.0.0.1", port=port, log_level="warning"
+        )
+        server = uvicorn.Server(config)
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 20
+        while not server.started:
+            assert time.monotonic() < deadline, "the MCP HTTP server did not start"
+            time.sleep(0.05)
+        servers.append(server)
+        threads.append(thread)
+        return f"http://127.0.0.1:{port}/mcp"
+
+    yield start
+    for server in servers:
+        server.should_exit = True
+    for thread in threads:
+        thread.join(timeout=10)
+
+
+def _sessions(app: LookupApp) -> list[str]:
+    app.flush()
+    items = app.audit.list_invocations(InvocationFilter(limit=100)).items
+    return [i.session_id for i in items]
+
+
+async def _two_calls(
+    url: str,
+    headers: dict[str, str] | None = None,
+    mode: str = "legacy",
+    conversation: str | None = None,
+) -> list[dict[str, Any]]:
+    transport = streamable_http_client(url, http_client=create_mcp_http_client(headers=headers))
+    meta = {CONVERSATION_META_KEY: conversation} if conversation else None
+    payloads = []
+    async with Client(transport, mode=mode) as client:  # type: ignore[arg-type]
+        for _ in range(2):
+            result = await client.call_tool("lookup_knowledge", {"query": QUERY}, meta=meta)
+            assert not result.is_error
+            assert result.structured_content is not None
+            payloads.append(dict(result.structured_content))
+    return payloads
+
+
+def test_two_http_sessions_are_two_audit_sessions(app: LookupApp, serve: Any) -> None:
+    url = serve()
+    first = anyio.run(_two_calls, url)
+    second = anyio.run(_two_calls, url)
+    assert all(p["found"] for p in first + second)
+    sessions = _sessions(app)
+    assert len(sessions) == 4
+    assert len(set(sessions)) == 2  # one per MCP session, both calls of a session in it
+    assert all(s.startswith("mcp-") for s in sessions)
+    assert sessions[0] == sessions[1]
+    assert sessions[2] == sessions[3]
+
+
+def test_the_per_request_protocol_has_no_session_so_the_conversation_id_groups_calls(
+    app: LookupApp, serve: Any
+) -> None:
+    """The 2026 per-request MCP protocol keeps no session: without a conversation id each
+    call stands alone; with one, a chat's calls share its audit session."""
+    url = serve()
+    anyio.run(_two_calls, url, None, "auto")
+    alone = _sessions(app)
+    assert len(set(alone)) == 2
+    anyio.run(_two_calls, url, None, "auto", "chat-9")
+    assert _sessions(app)[2:] == ["mcp-chat-9", "mcp-chat-9"]
+
+
+def test_a_token_is_required_when_set_and_off_loopback(app: LookupApp, serve: Any) -> None:
+    url = serve(token="s3cret-token")
+    denied = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, timeout=10)
+    assert denied.status_code == 401
+    wrong = httpx.post(
+        url, headers={"Authorization": "Bearer nope"}, json={"jsonrpc": "2.0"}, timeout=10
+    )
+    assert wrong.status_code == 401
+    payloads = anyio.run(_two_calls, url, {"Authorization": "Bearer s3cret-token"})
+    assert all(p["found"] for p in payloads)
+    with pytest.raises(ConfigurationError, match=r"mcp\.token"):
+        mcp_http_app(app, host="0.0.0.0")
+
+
+def test_a_conversation_id_in_meta_names_the_audit_session(app: LookupApp) -> None:
+    async def chat(conversation: str) -> None:
+        async with Client(build_mcp_server(app), mode="legacy") as client:
+            result = await client.call_tool(
+                "lookup_knowledge", {"query": QUERY}, meta={CONVERSATION_META_KEY: conversation}
+            )
+            assert not result.is_error
+
+    async def both() -> None:
+        await chat("chat-a")
+        await chat("chat-b")
+        await chat("chat-a")
+
+    anyio.run(both)
+    sessions = _sessions(app)
+    assert sessions == ["mcp-chat-a", "mcp-chat-b", "mcp-chat-a"]
