@@ -92,11 +92,12 @@ _COUNTS = ("candidates", "afterCap", "returned", "projected")
 def _agent_rerank(
     trace: tuple[Mapping[str, Any], ...], blocks: Mapping[str, ProjectedBlock]
 ) -> list[dict[str, Any]]:
-    """The rerank bonuses of the returned blocks (rule -> contribution); blocks ranked by
-    relevance alone are left out."""
+    """The rerank bonuses of the returned blocks (rule -> contribution), each block named
+    by its ``rank`` in ``evidenceBlocks``; blocks ranked by relevance alone are left out."""
     out: list[dict[str, Any]] = []
     for entry in trace:
-        if entry["document_id"] not in blocks:
+        block = blocks.get(entry["document_id"])
+        if block is None:
             continue
         bonuses = {
             a["rule"]: round(a["contribution"], 3)
@@ -104,7 +105,7 @@ def _agent_rerank(
             if a["rule"] != "relevance" and a["contribution"]
         }
         if bonuses:
-            out.append({"document_id": entry["document_id"], "adjustments": bonuses})
+            out.append({"rank": block.rank, "adjustments": bonuses})
     return out
 
 

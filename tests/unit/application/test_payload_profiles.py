@@ -81,9 +81,7 @@ def test_agent_traces_are_compact_and_full_keeps_everything() -> None:
     assert "passes" in full["retrievalTrace"]
     assert "timingsMs" in full["retrievalTrace"]
     assert len(full["rerankTrace"]) == len(ROWS)
-    assert {r["document_id"] for r in agent["rerankTrace"]} <= {
-        b["document_id"] for b in agent["evidenceBlocks"]
-    }
+    assert {r["rank"] for r in agent["rerankTrace"]} <= {b["rank"] for b in agent["evidenceBlocks"]}
     assert len(json.dumps(agent)) < len(json.dumps(full)) / 2
 
 
@@ -143,3 +141,16 @@ def test_agent_payload_never_names_an_id_it_does_not_return(
         context_char_budget=budget,
     )
     assert_names_only_returned_blocks(lookup(config, rows).to_tool_json())
+
+
+def test_agent_rerank_trace_names_returned_blocks_by_rank_with_their_bonuses() -> None:
+    rows = [chunk("pg", i, 0.8 - 0.1 * i, category="database") for i in range(3)]
+    fixture = make_lookup(FakeSearch(rows), domains={"database": ["postgres"]}, config=CONFIG)
+    agent = fixture.lookup.execute("postgres failover", session_id="s").to_tool_json()
+    ranks = {b["rank"] for b in agent["evidenceBlocks"]}
+    assert agent["rerankTrace"]
+    for entry in agent["rerankTrace"]:
+        assert entry["rank"] in ranks
+        assert entry["adjustments"]
+        assert "relevance" not in entry["adjustments"]
+        assert all(v != 0 for v in entry["adjustments"].values())
