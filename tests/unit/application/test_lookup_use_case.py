@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from lookup_knowledge.application.lookup import LookupConfig, LookupOptions
+from lookup_knowledge.application.lookup import LookupConfig, LookupOptions, PayloadProfile
 from lookup_knowledge.application.ports import RecordOutcome
 from lookup_knowledge.domain.errors import AuditError, InvalidInputError, SearchUnavailable
 from lookup_knowledge.domain.model import InvocationStatus, SearchMode
@@ -218,16 +218,11 @@ def test_result_json_has_exactly_the_contract_fields() -> None:
     assert "supplement" not in payload
     json.dumps(payload, ensure_ascii=False)  # serialisable as is
     block = payload["evidenceBlocks"][0]
-    assert {
-        "document_id",
-        "source",
-        "title",
-        "breadcrumb",
-        "content",
-        "score",
-        "rank",
-        "hitReasons",
-    } <= set(block)
+    fields = {"document_id", "source", "title", "breadcrumb", "content", "score", "rank"}
+    assert fields <= set(block)
+    assert "hitReasons" not in block  # only the search mode: said once, in the trace
+    full = use_case.execute("q", session_id="s").to_tool_json(PayloadProfile.FULL)
+    assert {*fields, "hitReasons"} <= set(full["evidenceBlocks"][0])
 
 
 def test_retrieved_domains_accumulate_over_a_session() -> None:
