@@ -42,7 +42,7 @@ def invocation_record(
         id=call.invocation_id,
         session_id=call.session_id,
         query=call.query[:MAX_QUERY_CHARS],
-        status=out.status.value,
+        status=result.status.value,
         started_at=call.started_at,
         duration_ms=duration_ms,
         step_id=call.step_id,

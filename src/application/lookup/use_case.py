@@ -20,12 +20,12 @@ from lookup_knowledge.application.ids import uuid7
 from lookup_knowledge.application.lookup.assembler import Assembler, LookupCall, StageOutputs
 from lookup_knowledge.application.lookup.config import LookupConfig, LookupOptions
 from lookup_knowledge.application.lookup.context_packer import ContextPacker
-from lookup_knowledge.application.lookup.post_processor import PostProcessor
+from lookup_knowledge.application.lookup.post_processor import PostProcessed, PostProcessor
 from lookup_knowledge.application.lookup.projector import Projector
 from lookup_knowledge.application.lookup.query import check_id, check_query, clean_query
 from lookup_knowledge.application.lookup.recording import invocation_record, record
 from lookup_knowledge.application.lookup.result import LookupResult
-from lookup_knowledge.application.lookup.retriever import Retriever
+from lookup_knowledge.application.lookup.retriever import Retrieval, Retriever
 from lookup_knowledge.application.ports import (
     Clock,
     Embedder,
@@ -41,6 +41,8 @@ from lookup_knowledge.application.query_transformer import QueryTransformer
 from lookup_knowledge.application.tool import TOOL_NAME
 from lookup_knowledge.domain.errors import InternalError, LookupKnowledgeError
 from lookup_knowledge.domain.model import QueryHints
+from lookup_knowledge.domain.packing import ContextPack
+from lookup_knowledge.domain.projection import ProjectedBlock
 
 logger = logging.getLogger(__name__)
 
@@ -116,12 +118,13 @@ class LookupKnowledge:
             tool_call_id=opts.tool_call_id,
         )
         with self._telemetry.span(f"execute_tool {TOOL_NAME}", _tool_attributes(call)) as span:
-            out = self._run_stages(call, opts.category, span)
+            timings: dict[str, float] = {}
+            out = self._run_stages(call, opts.category, span, timings)
             out = replace(out, domains=self._session_domains(call.session_id, out))
             duration_ms = (self._clock.monotonic() - t0) * 1000.0
-            out = replace(out, timings_ms={**out.timings_ms, "total": duration_ms})
+            timings["total"] = duration_ms
             result = self._assembler.assemble(call, out)
-            span.set_attribute("lookup_knowledge.status", out.status.value)
+            span.set_attribute("lookup_knowledge.status", result.status.value)
             span.set_attribute("lookup_knowledge.returned", len(out.blocks))
             outcome = self._record(call, out, result, duration_ms, span)
         logger.info(
@@ -129,7 +132,7 @@ class LookupKnowledge:
             extra={
                 "invocation_id": call.invocation_id,
                 "session_id": call.session_id,
-                "status": out.status.value,
+                "status": result.status.value,
                 "returned": len(out.blocks),
                 "duration_ms": duration_ms,
                 "record": outcome.value if outcome else "failed",
@@ -139,11 +142,18 @@ class LookupKnowledge:
 
     # ------------------------------------------------------------------ stages
 
-    def _run_stages(self, call: LookupCall, category: str | None, span: Span) -> StageOutputs:
-        """Every stage from the query check to the projection; a failing stage leaves
-        the outputs of those before it and the error (never a partial projection)."""
-        out = StageOutputs(hints=QueryHints(query=call.query))
-        timings: dict[str, float] = {}
+    def _run_stages(
+        self, call: LookupCall, category: str | None, span: Span, timings: dict[str, float]
+    ) -> StageOutputs:
+        """Every stage from the query check to the projection, timed into ``timings``; a
+        failing stage leaves the outputs of those before it and the error (never a
+        partial projection)."""
+        hints = QueryHints(query=call.query)
+        retrieval = Retrieval()
+        processed = PostProcessed()
+        pack: ContextPack | None = None
+        blocks: tuple[ProjectedBlock, ...] = ()
+        error: LookupKnowledgeError | None = None
         try:
             check_query(call.query)
             with self._telemetry.span(
@@ -152,32 +162,38 @@ class LookupKnowledge:
                 t = self._clock.monotonic()
                 hints = self._transformer.transform(call.query)
                 timings["transform"] = (self._clock.monotonic() - t) * 1000.0
-                out = replace(out, hints=hints)
                 retrieval = self._retriever.retrieve(call.query, hints, call.mode, category)
                 timings.update(retrieval.timings_ms)
-                out = replace(out, retrieval=retrieval)
                 if retrieval.candidates:
-                    processed = self._post_processor.process(retrieval, hints)
-                    timings["postprocess"] = processed.duration_ms
-                    materialised = self._retriever.materialise(processed.final)
+                    ranked = self._post_processor.process(retrieval, hints)
+                    timings["postprocess"] = ranked.duration_ms
+                    materialised = self._retriever.materialise(ranked.final)
                     timings["materialise"] = materialised.duration_ms
-                    processed = processed.with_materialised(materialised)
+                    ranked = ranked.with_materialised(materialised)
                     t = self._clock.monotonic()
-                    blocks = self._projector.project(processed.final)
-                    pack = self._packer.pack(processed.final, blocks)
+                    shown = self._projector.project(ranked.final)
+                    pack = self._packer.pack(ranked.final, shown)
                     timings["pack"] = (self._clock.monotonic() - t) * 1000.0
-                    out = replace(out, processed=processed, pack=pack, blocks=blocks)
-                _describe(rs, out)
-        except LookupKnowledgeError as error:
-            out = replace(out, error=error)
-            span.record_error(error)
-        except Exception as error:  # an adapter bug must not crash the agent's turn
+                    processed, blocks = ranked, shown
+                _describe(rs, retrieval, len(blocks))
+        except LookupKnowledgeError as failure:
+            error, pack = failure, None
+            span.record_error(failure)
+        except Exception as failure:  # an adapter bug must not crash the agent's turn
             logger.exception(
                 "lookup failed unexpectedly", extra={"invocation_id": call.invocation_id}
             )
-            out = replace(out, error=InternalError(f"{type(error).__name__}: {error}"))
-            span.record_error(error)
-        return replace(out, timings_ms=timings)
+            error, pack = InternalError(f"{type(failure).__name__}: {failure}"), None
+            span.record_error(failure)
+        return StageOutputs(
+            hints=hints,
+            retrieval=retrieval,
+            processed=processed,
+            pack=pack,
+            blocks=blocks,
+            error=error,
+            timings_ms=timings,
+        )
 
     def _session_domains(self, session_id: str, out: StageOutputs) -> tuple[str, ...]:
         returned = [r.candidate.category for r in out.processed.final if r.candidate.category]
@@ -233,10 +249,9 @@ def _tool_attributes(call: LookupCall) -> dict[str, str | int | float | bool]:
     }
 
 
-def _describe(span: Span, out: StageOutputs) -> None:
-    retrieval = out.retrieval
+def _describe(span: Span, retrieval: Retrieval, returned: int) -> None:
     span.set_attribute("lookup_knowledge.filter_applied", retrieval.filter_applied or "")
     span.set_attribute("lookup_knowledge.fallback_reason", retrieval.fallback_reason or "")
     span.set_attribute("lookup_knowledge.passes", len(retrieval.passes))
     span.set_attribute("lookup_knowledge.candidates", sum(p.hits for p in retrieval.passes))
-    span.set_attribute("lookup_knowledge.returned", len(out.blocks))
+    span.set_attribute("lookup_knowledge.returned", returned)
