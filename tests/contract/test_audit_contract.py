@@ -18,7 +18,12 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import URL
 
 from lookup_knowledge.adapters.audit import create_audit_engine
-from lookup_knowledge.application.ports import InvocationFilter, RecordOutcome, TimeRange
+from lookup_knowledge.application.ports import (
+    InvocationFilter,
+    RecordOutcome,
+    SessionFilter,
+    TimeRange,
+)
 from lookup_knowledge.application.verify_citations import VerifyCitations
 from lookup_knowledge.domain.errors import AuditError, InvalidInputError, NotFoundError
 from tests.fakes.audit import InMemoryRecorder
@@ -298,6 +303,56 @@ def test_list_pages_through_everything_exactly_once(backend: AuditBackend) -> No
     last = backend.queries.list_invocations(InvocationFilter(session_id=sid, limit=7))
     assert last.next_offset is None
     assert len(last.items) == 7
+
+
+def test_list_sessions_counts_filters_and_orders_by_last_call(backend: AuditBackend) -> None:
+    a, b, c = "Chat-A_1", "chat-b%", "other"
+    for r in (
+        invocation(a, documents=["x#chunk-0"], at=_t(1)),
+        invocation(a, at=_t(5)),
+        replace(invocation(a, at=_t(6)), status="error", error_code="x"),
+        invocation(b, documents=["x#chunk-0"], at=_t(3)),
+        invocation(c, at=_t(8)),
+    ):
+        backend.recorder.record(r)
+    q = backend.queries
+
+    def ids(**kw: object) -> list[str]:
+        return [s.session_id for s in q.list_sessions(SessionFilter(**kw)).items]  # type: ignore[arg-type]
+
+    assert ids() == [c, a, b]  # newest last call first
+    first = q.list_sessions(SessionFilter(id_contains="chat-a")).items
+    assert [s.session_id for s in first] == [a]  # ASCII case ignored
+    s = first[0]
+    assert (s.invocation_count, s.ok_count, s.no_evidence_count, s.error_count) == (3, 1, 1, 1)
+    assert (s.first_started_at, s.last_started_at) == (_t(1), _t(6))
+    assert s.last_started_at.tzinfo is not None
+    assert ids(id_contains="%") == [b]  # LIKE wildcards are literal
+    assert ids(id_contains="_") == [a]
+    assert ids(status="error") == [a]
+    assert ids(status="ok") == [a, b]
+    # the range selects invocations: counts cover only those in it
+    ranged = q.list_sessions(SessionFilter(time_range=TimeRange(_t(2), _t(6)))).items
+    assert [(x.session_id, x.invocation_count) for x in ranged] == [(a, 1), (b, 1)]
+    assert ids(id_contains="nobody") == []
+
+
+def test_list_sessions_pages_through_everything_exactly_once(backend: AuditBackend) -> None:
+    sessions = [f"s-{i}" for i in range(5)]
+    for i, sid in enumerate(sessions):
+        backend.recorder.record(invocation(sid, at=_t(10)))  # one tie, broken by id
+        backend.recorder.record(invocation(sid, at=_t(i)))
+    seen: list[str] = []
+    offset: int | None = 0
+    while offset is not None:
+        page = backend.queries.list_sessions(SessionFilter(limit=2, offset=offset))
+        seen += [x.session_id for x in page.items]
+        offset = page.next_offset
+    assert seen == sessions
+    with pytest.raises(InvalidInputError):
+        SessionFilter(limit=0)
+    with pytest.raises(InvalidInputError):
+        SessionFilter(status="maybe")
 
 
 def test_get_invocation_unknown_and_malformed_ids(backend: AuditBackend) -> None:

@@ -37,11 +37,15 @@ from lookup_knowledge.application.ports import (
     InvocationSummary,
     QualitySummary,
     RecordOutcome,
+    SessionFilter,
+    SessionPage,
     SessionState,
+    SessionSummary,
     ShownEvidence,
     TimeRange,
     ToolInvocation,
     ToolInvocationRecorder,
+    ascii_lower,
     check_session_id,
     check_top_limit,
     nearest_rank,
@@ -220,6 +224,33 @@ class InMemoryAuditQueries(AuditQueries):
             retrieval_details=dict(i.retrieval_details),
             evidence=tuple(_evidence_views(i)),
         )
+
+    def list_sessions(self, query: SessionFilter) -> SessionPage:
+        wanted = ascii_lower(query.id_contains or "")
+        by_session: dict[str, list[ToolInvocation]] = {}
+        for s in self.store.all():
+            i = s.invocation
+            if query.time_range.contains(i.started_at) and wanted in ascii_lower(i.session_id):
+                by_session.setdefault(i.session_id, []).append(i)
+        summaries = [
+            SessionSummary(
+                session_id=sid,
+                invocation_count=len(calls),
+                ok_count=sum(1 for c in calls if c.status == "ok"),
+                no_evidence_count=sum(1 for c in calls if c.status == "no_evidence"),
+                error_count=sum(1 for c in calls if c.status == "error"),
+                first_started_at=min(c.started_at for c in calls),
+                last_started_at=max(c.started_at for c in calls),
+            )
+            for sid, calls in by_session.items()
+            if query.status is None or any(c.status == query.status for c in calls)
+        ]
+        # Newest last call first, ties by session id ascending.
+        summaries.sort(key=lambda x: x.session_id)
+        summaries.sort(key=lambda x: x.last_started_at, reverse=True)
+        page = summaries[query.offset : query.offset + query.limit]
+        more = len(summaries) > query.offset + query.limit
+        return SessionPage(tuple(page), query.offset + query.limit if more else None)
 
     def session_evidence(self, session_id: str) -> tuple[ShownEvidence, ...]:
         check_session_id(session_id)

@@ -9,6 +9,7 @@ statement.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from sqlalchemy import (
@@ -37,8 +38,12 @@ from lookup_knowledge.application.ports import (
     InvocationPage,
     InvocationSummary,
     QualitySummary,
+    SessionFilter,
+    SessionPage,
+    SessionSummary,
     ShownEvidence,
     TimeRange,
+    ascii_lower,
     check_session_id,
     check_top_limit,
     nearest_rank_index,
@@ -104,6 +109,11 @@ def _time_conditions(time_range: TimeRange) -> list[ColumnElement[bool]]:
     if time_range.started_to is not None:
         conditions.append(T.c.started_at < time_range.started_to)
     return conditions
+
+
+def _utc(value: Any) -> datetime:
+    at = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+    return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
 
 
 def _summary(m: RowMapping) -> InvocationSummary:
@@ -232,6 +242,52 @@ class SqlAuditQueries(AuditQueries):
         )
 
     # ------------------------------------------------------------------ sessions
+
+    def list_sessions(self, query: SessionFilter) -> SessionPage:
+        conditions = _time_conditions(query.time_range)
+        if query.id_contains:
+            conditions.append(
+                func.lower(T.c.session_id).contains(ascii_lower(query.id_contains), autoescape=True)
+            )
+
+        def count_if(status: str) -> Any:
+            return func.coalesce(func.sum(case((T.c.status == status, 1), else_=0)), 0)
+
+        last = func.max(T.c.started_at).label("last")
+        stmt = (
+            select(
+                T.c.session_id,
+                func.count().label("n"),
+                count_if("ok").label("ok"),
+                count_if("no_evidence").label("no_evidence"),
+                count_if("error").label("error"),
+                func.min(T.c.started_at).label("first"),
+                last,
+            )
+            .where(and_(True, *conditions))
+            .group_by(T.c.session_id)
+            .order_by(last.desc(), T.c.session_id)
+            .limit(query.limit + 1)
+            .offset(query.offset)
+        )
+        if query.status is not None:
+            stmt = stmt.having(count_if(query.status) > 0)
+        rows = self._run("listing sessions", lambda c: c.execute(stmt).mappings().all())
+        items = tuple(
+            SessionSummary(
+                session_id=r["session_id"],
+                invocation_count=int(r["n"]),
+                ok_count=int(r["ok"]),
+                no_evidence_count=int(r["no_evidence"]),
+                error_count=int(r["error"]),
+                # min/max lose the column type on SQLite: read them back as UTC.
+                first_started_at=_utc(r["first"]),
+                last_started_at=_utc(r["last"]),
+            )
+            for r in rows[: query.limit]
+        )
+        more = len(rows) > query.limit
+        return SessionPage(items, query.offset + query.limit if more else None)
 
     def session_evidence(self, session_id: str) -> tuple[ShownEvidence, ...]:
         check_session_id(session_id)

@@ -332,6 +332,60 @@ class InvocationPage:
 
 
 @dataclass(frozen=True, slots=True)
+class SessionFilter:
+    """Which sessions to list, and which page.
+
+    A session is listed when at least one of its invocations started in ``time_range``
+    (and, with ``status``, has that status); its counts cover the invocations in the
+    range. ``id_contains`` matches a part of the session id, ignoring ASCII case.
+    Sessions are ordered by their last invocation, newest first (ties by id).
+    """
+
+    id_contains: str | None = None
+    status: str | None = None
+    time_range: TimeRange = field(default_factory=TimeRange)
+    limit: int = 50
+    offset: int = 0
+
+    def __post_init__(self) -> None:
+        if self.id_contains is not None and (
+            not isinstance(self.id_contains, str) or len(self.id_contains) > MAX_ID_CHARS
+        ):
+            raise InvalidInputError(f"id_contains must have at most {MAX_ID_CHARS} characters")
+        if self.status is not None and self.status not in STATUSES:
+            raise InvalidInputError(f"status must be one of {sorted(STATUSES)}")
+        if isinstance(self.limit, bool) or not 1 <= self.limit <= MAX_PAGE_SIZE:
+            raise InvalidInputError(f"limit must be between 1 and {MAX_PAGE_SIZE}")
+        if isinstance(self.offset, bool) or self.offset < 0:
+            raise InvalidInputError("offset must be >= 0")
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSummary:
+    session_id: str
+    invocation_count: int
+    ok_count: int
+    no_evidence_count: int
+    error_count: int
+    first_started_at: datetime
+    last_started_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPage:
+    items: tuple[SessionSummary, ...]
+    next_offset: int | None  # None when this is the last page
+
+
+def ascii_lower(text: str) -> str:
+    """Lower-case ASCII letters only (what SQL ``lower()`` does on every dialect)."""
+    return text.translate(_ASCII_LOWER)
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+@dataclass(frozen=True, slots=True)
 class ShownEvidence:
     """One block a session was shown, with the invocation that showed it."""
 
@@ -461,6 +515,10 @@ class AuditQueries(ABC):
 
     @abstractmethod
     def get_invocation(self, invocation_id: str) -> InvocationDetail: ...
+
+    @abstractmethod
+    def list_sessions(self, query: SessionFilter) -> SessionPage:
+        """Sessions with their invocation counts (see ``SessionFilter``)."""
 
     @abstractmethod
     def session_evidence(self, session_id: str) -> tuple[ShownEvidence, ...]:
