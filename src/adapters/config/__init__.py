@@ -13,7 +13,9 @@ from lookup_knowledge.adapters.config.redaction import mask_url
 from lookup_knowledge.adapters.config.settings import (
     EmbedderProvider,
     SearchBackend,
+    ServerSettings,
     Settings,
+    is_loopback,
 )
 
 __all__ = [
@@ -22,9 +24,11 @@ __all__ = [
     "EmbedderProvider",
     "LoadedSettings",
     "SearchBackend",
+    "ServerSettings",
     "Settings",
     "describe_settings",
     "env_var_name",
+    "is_loopback",
     "load_settings",
     "mask_url",
     "parse_properties",

@@ -533,6 +533,69 @@ class LogSettings(_Section):
         raise ValueError("must be one of " + ", ".join(LOG_LEVELS))
 
 
+# --- server.* ----------------------------------------------------------------------------
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 and ``localhost``: reachable from this machine only."""
+    import ipaddress
+
+    if host.strip().lower() in LOOPBACK_HOSTS:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class ServerSettings(_Section):
+    host: str = Field(
+        default="127.0.0.1",
+        description="Address `serve` binds; anything but loopback needs both tokens.",
+    )
+    port: Whole = Field(default=8787, ge=0, le=65535, description="TCP port of `serve`.")
+    auditor_token: OptionalSecret = Field(
+        default=None,
+        description="Bearer token of the read-only auditor scope: console and audit reads (secret).",
+    )
+    agent_token: OptionalSecret = Field(
+        default=None,
+        description="Bearer token of the agent scope: lookup, verify (secret).",
+    )
+    cors_origins: OptionalText = Field(
+        default=None,
+        description="Origins allowed by CORS, comma-separated; unset: CORS off.",
+    )
+    max_request_bytes: Whole = Field(
+        default=1_048_576, ge=1024, description="Largest request body accepted (bytes)."
+    )
+
+    @property
+    def cors_origin_list(self) -> list[str]:
+        origins = split_keywords(self.cors_origins or "")
+        return [str(o) for o in origins] if isinstance(origins, list) else []
+
+    @model_validator(mode="after")
+    def _tokens_off_loopback(self) -> ServerSettings:
+        if not is_loopback(self.host) and (self.auditor_token is None or self.agent_token is None):
+            raise ConfigurationError(
+                "server.host",
+                self.host,
+                "a bind other than loopback needs server.auditor-token and server.agent-token",
+            )
+        if (
+            self.auditor_token is not None
+            and self.agent_token is not None
+            and self.auditor_token.get_secret_value() == self.agent_token.get_secret_value()
+        ):
+            raise ConfigurationError(
+                "server.agent-token", "***", "must differ from server.auditor-token"
+            )
+        return self
+
+
 # --- the root ---------------------------------------------------------------------------
 
 
@@ -562,6 +625,7 @@ class Settings(BaseSettings):
     ingest: IngestSettings = Field(default_factory=IngestSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
     log: LogSettings = Field(default_factory=LogSettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
 
     @classmethod
     def settings_customise_sources(
