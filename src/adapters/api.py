@@ -35,6 +35,7 @@ from lookup_knowledge.application.ports import (
     AuditSchema,
     CitationReport,
     DocumentSource,
+    KnowledgeSearchPort,
     ToolInvocationRecorder,
 )
 from lookup_knowledge.application.tool import anthropic_tool_schema, openai_tool_schema
@@ -266,6 +267,17 @@ class LookupApp:
 
     async def ahealth(self) -> Health:
         return await self._in_pool(self.health)
+
+    def evidence_text(self, document_ids: Sequence[str]) -> dict[str, str]:
+        """The knowledge base's current text of these evidence keys (``document_id``s);
+        keys it no longer holds are absent. What the agent was shown may be a cut of it:
+        the audit store keeps the hash of the shown text to compare against."""
+        keys = list(dict.fromkeys(document_ids))
+        if not keys:
+            return {}
+        with self._call():
+            search: KnowledgeSearchPort = self._container.search()
+            return search.fetch_content(keys)
 
     def flush(self, session_id: str | None = None, timeout_s: float = 10.0) -> bool:
         """Wait until spooled audit records (of a session) are in the database."""

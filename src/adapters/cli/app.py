@@ -5,7 +5,7 @@ Errors are one line on stderr and a non-zero exit code (2: bad configuration or 
 1: anything else); ``--debug`` shows the traceback instead.
 
 Commands, one module each: ``knowledge`` (ingest, lookup), ``audit``, ``db``,
-``config``, ``mcp``, ``quickstart``, ``eval``; what they share: ``context`` (options,
+``config``, ``mcp``, ``quickstart``, ``serve``, ``eval``; what they share: ``context`` (options,
 settings, the app) and ``render`` (consoles, JSON, tables).
 """
 
@@ -54,6 +54,7 @@ def build_app() -> typer.Typer:
     from lookup_knowledge.adapters.cli.knowledge import ingest, lookup
     from lookup_knowledge.adapters.cli.mcp import mcp
     from lookup_knowledge.adapters.cli.quickstart import quickstart
+    from lookup_knowledge.adapters.cli.serve import serve
 
     app = typer.Typer(
         name="lookup-knowledge",
@@ -63,7 +64,7 @@ def build_app() -> typer.Typer:
         add_completion=False,
     )
     app.callback()(_global_options)
-    for command in (ingest, lookup, mcp, quickstart):
+    for command in (ingest, lookup, mcp, quickstart, serve):
         app.command()(command)
     app.add_typer(audit_app, name="audit")
     app.add_typer(db_app, name="db")

@@ -1,0 +1,80 @@
+"""``lookup-knowledge serve``: the HTTP API, the auditor's console and the probes in one
+process (uvicorn), on ``server.host``:``server.port`` (127.0.0.1:8787 by default).
+
+Under a process manager run it in the foreground (it logs to stderr and stops cleanly
+on SIGTERM, finishing the calls in flight). A bind other than loopback needs
+``server.auditor-token`` and ``server.agent-token``.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from typing import Annotated
+
+import typer
+
+from lookup_knowledge.adapters.cli.context import load
+
+
+def serve(
+    host: Annotated[
+        str | None, typer.Option(help="Address to bind (server.host; default 127.0.0.1).")
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option(help="TCP port (server.port; 0 picks a free one).")
+    ] = None,
+    access_log: Annotated[bool, typer.Option(help="Log one line per request.")] = False,
+) -> None:
+    """Serve the REST API (/v1), the console (/) and /healthz, /readyz over HTTP."""
+    try:
+        import uvicorn
+
+        from lookup_knowledge.adapters.http import create_http_app
+    except ImportError as missing:  # the optional extra
+        raise typer.BadParameter(
+            f"serve needs the server extra: pip install 'lookup-knowledge[server]' ({missing})"
+        ) from None
+    from lookup_knowledge.adapters.api import create_app
+
+    extra: dict[str, object] = {}
+    if host is not None:
+        extra["server.host"] = host
+    if port is not None:
+        extra["server.port"] = port
+    settings = load(extra).settings
+    server_settings = settings.server
+    sock = _bind(server_settings.host, server_settings.port)
+    with create_app(settings) as lookup_app:
+        app = create_http_app(lookup_app, settings)
+        bound_host, bound_port = sock.getsockname()[:2]
+        shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+        sys.stderr.write(f"lookup-knowledge console and API on http://{shown}:{bound_port}/\n")
+        sys.stderr.flush()
+        config = uvicorn.Config(
+            app,
+            log_level=settings.log.level.lower(),
+            access_log=access_log,
+            proxy_headers=False,
+            server_header=False,
+            timeout_graceful_shutdown=30,
+        )
+        uvicorn.Server(config).run(sockets=[sock])
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as error:
+        sock.close()
+        from lookup_knowledge.domain.errors import ConfigurationError
+
+        raise ConfigurationError(
+            "server.port", port, f"cannot bind {host}:{port} ({error.strerror})"
+        ) from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock

@@ -1,0 +1,137 @@
+"""``create_http_app(lookup_app, settings)``: the ASGI app ``lookup-knowledge serve`` runs.
+
+It is built from parts that each do one thing: the REST routers (``rest``), the console
+(``console``), problem+json errors (``problems``), bearer scopes (``auth``) and the body
+size limit (``limits``). Everything goes through the ``LookupApp`` it is given; the app
+does not close it (whoever built it does).
+
+Extension points, so that a later feature is a few lines here:
+
+* ``routers``: more ``APIRouter``s, included as they are (build them with
+  ``guard.dependency(Role.AGENT)`` for their auth), e.g. ``POST /v1/check-answer``;
+* ``mounts``: ``Mount``s of other ASGI apps (e.g. the MCP streamable-HTTP app at
+  ``/mcp``), each wrapped in the bearer check of its role, with an optional async
+  context manager entered for the app's lifetime (an MCP session manager's ``run()``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+
+from fastapi import APIRouter, FastAPI, Request, Response
+from starlette.middleware.cors import CORSMiddleware
+from starlette.types import ASGIApp as StarletteASGIApp
+
+from lookup_knowledge.adapters.api import LookupApp
+from lookup_knowledge.adapters.config import ServerSettings, Settings
+from lookup_knowledge.adapters.http.auth import ASGIApp, Receive, Role, Scope, Send, TokenGuard
+from lookup_knowledge.adapters.http.console import console_router
+from lookup_knowledge.adapters.http.limits import BodySizeLimit
+from lookup_knowledge.adapters.http.problems import install_problem_handlers
+from lookup_knowledge.adapters.http.rest import rest_router
+
+SECURITY_HEADERS = {
+    "content-security-policy": (
+        "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "x-frame-options": "DENY",
+}
+
+
+@dataclass(frozen=True)
+class Mount:
+    """Another ASGI app under ``path``, behind the bearer check of ``role``."""
+
+    path: str
+    app: ASGIApp
+    role: Role = Role.AGENT
+    lifespan: Callable[[], AbstractAsyncContextManager[object]] | None = None
+
+
+def create_http_app(
+    lookup_app: LookupApp,
+    settings: Settings | ServerSettings | None = None,
+    *,
+    routers: Sequence[APIRouter] = (),
+    mounts: Sequence[Mount] = (),
+) -> FastAPI:
+    """The HTTP API, the console and the probes over ``lookup_app``.
+
+    ``settings`` defaults to the app's own ``server.*`` settings.
+    """
+    if settings is None:
+        server = lookup_app.settings.server
+    elif isinstance(settings, Settings):
+        server = settings.server
+    else:
+        server = settings
+    guard = TokenGuard(server)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            for mount in mounts:
+                if mount.lifespan is not None:
+                    await stack.enter_async_context(mount.lifespan())
+            yield
+
+    app = FastAPI(
+        title="lookup-knowledge",
+        summary="The evidence tool lookup_knowledge(query) and its audit store over HTTP.",
+        version=_version(),
+        # The interactive docs pages load scripts from a CDN: off. The OpenAPI
+        # document itself is served.
+        docs_url=None,
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    app.state.lookup_app = lookup_app
+    app.state.token_guard = guard
+    install_problem_handlers(app)
+    app.include_router(rest_router(lookup_app, guard))
+    for router in routers:
+        app.include_router(router)
+    for mount in mounts:
+        app.mount(mount.path, _asgi(guard.guard_asgi(mount.app, mount.role)))
+    app.include_router(console_router(lookup_app, guard))
+
+    @app.middleware("http")
+    async def security_headers(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        response = await call_next(request)
+        for name, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
+        return response
+
+    if server.cors_origin_list:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=server.cors_origin_list,
+            allow_methods=["GET", "POST"],
+            allow_headers=["authorization", "content-type"],
+        )
+    # Outermost: the size limit runs before anything reads a body.
+    app.add_middleware(BodySizeLimit, max_bytes=server.max_request_bytes)
+    return app
+
+
+def _asgi(app: ASGIApp) -> StarletteASGIApp:
+    async def call(scope: Scope, receive: Receive, send: Send) -> None:
+        await app(scope, receive, send)
+
+    return call
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("lookup-knowledge")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0"

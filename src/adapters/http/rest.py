@@ -1,0 +1,195 @@
+"""The REST API under ``/v1`` and the probes ``/healthz`` and ``/readyz``.
+
+Agent scope: ``POST /v1/lookup``, ``POST /v1/verify``. Auditor scope (read-only): the
+``GET /v1/...`` audit reads. The probes carry no stored data and need no token.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query
+
+from lookup_knowledge.adapters.api import LookupApp
+from lookup_knowledge.adapters.http.auth import Role, TokenGuard
+from lookup_knowledge.adapters.http.schemas import (
+    Health,
+    InvocationDetailOut,
+    InvocationOut,
+    InvocationPageOut,
+    LookupRequest,
+    Readiness,
+    SessionOut,
+    SessionPageOut,
+    StatsOut,
+    VerifyRequest,
+    VerifyResponse,
+)
+from lookup_knowledge.application.ports import (
+    MAX_PAGE_SIZE,
+    InvocationFilter,
+    SessionFilter,
+    TimeRange,
+)
+from lookup_knowledge.application.tool import MAX_ID_CHARS
+from lookup_knowledge.domain.errors import LookupKnowledgeError
+
+Status = Literal["ok", "no_evidence", "error"]
+PROBLEM: dict[str, Any] = {"content": {"application/problem+json": {}}}
+ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"description": "Invalid input (problem+json)", **PROBLEM},
+    401: {"description": "No valid bearer token (problem+json)", **PROBLEM},
+    403: {"description": "A token of another scope (problem+json)", **PROBLEM},
+    413: {"description": "Request body too large (problem+json)", **PROBLEM},
+    422: {"description": "Request does not match the schema (problem+json)", **PROBLEM},
+    503: {"description": "A backing store is unavailable (problem+json)", **PROBLEM},
+}
+
+
+def utc(value: datetime | None) -> datetime | None:
+    """A naive time is taken as UTC."""
+    if value is None:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+def time_range(since: datetime | None, until: datetime | None) -> TimeRange:
+    return TimeRange(utc(since), utc(until))
+
+
+Since = Annotated[
+    datetime | None, Query(description="Started at or after (ISO 8601; naive = UTC).")
+]
+Until = Annotated[datetime | None, Query(description="Started before (ISO 8601; naive = UTC).")]
+Limit = Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)]
+Offset = Annotated[int, Query(ge=0, le=2**31 - 1)]
+
+
+def rest_router(lookup_app: LookupApp, guard: TokenGuard) -> APIRouter:
+    agent = [Depends(guard.dependency(Role.AGENT))]
+    auditor = [Depends(guard.dependency(Role.AUDITOR))]
+    router = APIRouter(responses=ERRORS)
+
+    @router.post("/v1/lookup", dependencies=agent, tags=["agent"])
+    async def lookup(body: LookupRequest) -> dict[str, Any]:
+        """Run ``lookup_knowledge(query)``: the tool JSON the agent receives. The call is
+        recorded (or spooled) before the answer is sent."""
+        return await lookup_app.alookup(
+            body.query,
+            session_id=body.session_id,
+            step_id=body.step_id,
+            mode=body.mode,
+            category=body.category,
+            tool_call_id=body.tool_call_id,
+        )
+
+    @router.post("/v1/verify", dependencies=agent, tags=["agent"])
+    def verify(body: VerifyRequest) -> VerifyResponse:
+        """EvidenceGuard: which cited document_ids were really returned in the session."""
+        return VerifyResponse.of(lookup_app.verify_citations(body.session_id, body.document_ids))
+
+    @router.get("/v1/invocations", dependencies=auditor, tags=["audit"])
+    def invocations(
+        session: Annotated[str | None, Query(min_length=1, max_length=MAX_ID_CHARS)] = None,
+        step: Annotated[str | None, Query(min_length=1, max_length=MAX_ID_CHARS)] = None,
+        status: Status | None = None,
+        since: Since = None,
+        until: Until = None,
+        limit: Limit = 50,
+        offset: Offset = 0,
+        newest_first: bool = False,
+    ) -> InvocationPageOut:
+        """Invocations ordered by start time, one page at a time."""
+        page = lookup_app.audit.list_invocations(
+            InvocationFilter(
+                session_id=session,
+                step_id=step,
+                status=status,
+                time_range=time_range(since, until),
+                limit=limit,
+                offset=offset,
+                newest_first=newest_first,
+            )
+        )
+        return InvocationPageOut(
+            items=[InvocationOut.of(i) for i in page.items], next_offset=page.next_offset
+        )
+
+    @router.get("/v1/invocations/{invocation_id}", dependencies=auditor, tags=["audit"])
+    def invocation(invocation_id: str) -> InvocationDetailOut:
+        """One invocation: its evidence rows, traces and timings."""
+        return InvocationDetailOut.of_detail(lookup_app.audit.get_invocation(invocation_id))
+
+    @router.get("/v1/sessions", dependencies=auditor, tags=["audit"])
+    def sessions(
+        q: Annotated[
+            str | None, Query(max_length=MAX_ID_CHARS, description="Part of the session id.")
+        ] = None,
+        status: Status | None = None,
+        since: Since = None,
+        until: Until = None,
+        limit: Limit = 50,
+        offset: Offset = 0,
+    ) -> SessionPageOut:
+        """Sessions, newest last call first, with their invocation counts."""
+        page = lookup_app.audit.list_sessions(
+            SessionFilter(
+                id_contains=q or None,
+                status=status,
+                time_range=time_range(since, until),
+                limit=limit,
+                offset=offset,
+            )
+        )
+        return SessionPageOut(
+            items=[SessionOut.of(s) for s in page.items], next_offset=page.next_offset
+        )
+
+    @router.get("/v1/stats", dependencies=auditor, tags=["audit"])
+    def stats(
+        since: Since = None,
+        until: Until = None,
+        top: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 10,
+    ) -> StatsOut:
+        """Quality over a time range: rates, mean quality, latency percentiles."""
+        return StatsOut.of(lookup_app.audit.quality_summary(time_range(since, until), top))
+
+    @router.get("/healthz", tags=["probes"])
+    def healthz() -> Health:
+        """The process is up (no dependency is asked)."""
+        return Health(status="ok")
+
+    @router.get("/readyz", tags=["probes"], responses={503: {"model": Readiness}})
+    def readyz() -> Any:
+        """The knowledge store and the audit store answer; the spool backlog."""
+        return readiness(lookup_app)
+
+    return router
+
+
+def readiness(lookup_app: LookupApp) -> Any:
+    from fastapi.responses import JSONResponse
+
+    checks: dict[str, str] = {}
+
+    def probe(name: str, call: Any) -> None:
+        try:
+            call()
+            checks[name] = "ok"
+        except LookupKnowledgeError as error:
+            checks[name] = f"{error.code}: {error.message}"[:300]
+        except Exception as error:  # noqa: BLE001 - a probe reports, never raises
+            checks[name] = f"internal_error: {type(error).__name__}"
+
+    # A content fetch of a key that does not exist: one round trip to the store.
+    probe("knowledge", lambda: lookup_app.evidence_text(["readyz-probe#chunk-0"]))
+    probe("audit", lambda: lookup_app.audit.list_invocations(InvocationFilter(limit=1)))
+    pending: int | None
+    try:
+        pending = lookup_app.recorder.pending_count()
+    except Exception:  # noqa: BLE001
+        pending = None
+    ready = all(v == "ok" for v in checks.values())
+    body = Readiness(status="ready" if ready else "not_ready", checks=checks, spool_pending=pending)
+    return JSONResponse(body.model_dump(), status_code=200 if ready else 503)

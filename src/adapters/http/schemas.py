@@ -1,0 +1,276 @@
+"""The request and response bodies of the REST API (the OpenAPI document is built from
+them). Responses are made from the application's audit values, field for field."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from lookup_knowledge.application.ports import (
+    CitationReport,
+    CitationSource,
+    DocumentCount,
+    EvidenceView,
+    InvocationDetail,
+    InvocationSummary,
+    QualitySummary,
+    SessionSummary,
+)
+from lookup_knowledge.application.tool import MAX_DOCUMENT_ID_CHARS, MAX_ID_CHARS
+
+Id = Field(min_length=1, max_length=MAX_ID_CHARS)
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LookupRequest(_Body):
+    """One ``lookup_knowledge(query)`` call on behalf of an agent's session."""
+
+    query: str = Field(description="The agent's query (the tool's one argument).")
+    session_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
+    step_id: str | None = Field(default=None, min_length=1, max_length=MAX_ID_CHARS)
+    tool_call_id: str | None = Field(default=None, min_length=1, max_length=MAX_ID_CHARS)
+    mode: Literal["dense", "sparse", "hybrid"] | None = None
+    category: str | None = Field(default=None, max_length=MAX_ID_CHARS)
+
+
+class VerifyRequest(_Body):
+    """The document_ids an agent cited in a session."""
+
+    session_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
+    document_ids: list[str] = Field(max_length=1000)
+
+
+class CitationSourceOut(BaseModel):
+    document_id: str
+    invocation_id: str
+    step_id: str | None
+    seq: int
+    rank: int
+
+    @classmethod
+    def of(cls, v: CitationSource) -> CitationSourceOut:
+        return cls(
+            document_id=v.document_id,
+            invocation_id=v.invocation_id,
+            step_id=v.step_id,
+            seq=v.seq,
+            rank=v.rank,
+        )
+
+
+class VerifyResponse(BaseModel):
+    session_id: str
+    all_valid: bool
+    conclusive: bool
+    valid: list[CitationSourceOut]
+    unknown: list[str]
+    pending_in_spool: int
+
+    @classmethod
+    def of(cls, r: CitationReport) -> VerifyResponse:
+        return cls(
+            session_id=r.session_id,
+            all_valid=r.all_valid,
+            conclusive=r.conclusive,
+            valid=[CitationSourceOut.of(v) for v in r.valid],
+            unknown=list(r.unknown),
+            pending_in_spool=r.pending_in_spool,
+        )
+
+
+class InvocationOut(BaseModel):
+    id: str
+    session_id: str
+    seq: int
+    step_id: str | None
+    tool_call_id: str | None
+    tool_name: str
+    query: str
+    status: str
+    error_code: str | None
+    quality_score: float
+    relevance_level: str
+    retrieval_mode: str
+    filter_applied: str | None
+    fallback_reason: str | None
+    candidate_count: int
+    returned_count: int
+    started_at: datetime
+    duration_ms: float
+
+    @classmethod
+    def of(cls, s: InvocationSummary) -> InvocationOut:
+        return cls(
+            id=s.id,
+            session_id=s.session_id,
+            seq=s.seq,
+            step_id=s.step_id,
+            tool_call_id=s.tool_call_id,
+            tool_name=s.tool_name,
+            query=s.query,
+            status=s.status,
+            error_code=s.error_code,
+            quality_score=s.quality_score,
+            relevance_level=s.relevance_level,
+            retrieval_mode=s.retrieval_mode,
+            filter_applied=s.filter_applied,
+            fallback_reason=s.fallback_reason,
+            candidate_count=s.candidate_count,
+            returned_count=s.returned_count,
+            started_at=s.started_at,
+            duration_ms=s.duration_ms,
+        )
+
+
+class InvocationPageOut(BaseModel):
+    items: list[InvocationOut]
+    next_offset: int | None = Field(description="Pass as offset for the next page; null: last.")
+
+
+class EvidenceOut(BaseModel):
+    rank: int
+    document_id: str = Field(max_length=MAX_DOCUMENT_ID_CHARS)
+    doc_id: str | None
+    chunk_index: int | None
+    source: str
+    category: str
+    score_before: float = Field(description="Relevance before the rerank.")
+    score_after: float = Field(description="Score after the rerank.")
+    projected: bool
+    in_context_pack: bool
+    content_hash: str = Field(description="SHA-256 of the exact text shown.")
+
+    @classmethod
+    def of(cls, e: EvidenceView) -> EvidenceOut:
+        return cls(
+            rank=e.rank,
+            document_id=e.document_id,
+            doc_id=e.doc_id,
+            chunk_index=e.chunk_index,
+            source=e.source,
+            category=e.category,
+            score_before=e.score_before,
+            score_after=e.score_after,
+            projected=e.projected,
+            in_context_pack=e.in_context_pack,
+            content_hash=e.content_hash,
+        )
+
+
+class InvocationDetailOut(InvocationOut):
+    error_message: str | None
+    retrieve_k: int
+    return_n: int
+    trace_id: str | None
+    span_id: str | None
+    retrieval_details: dict[str, Any]
+    evidence: list[EvidenceOut]
+
+    @classmethod
+    def of_detail(cls, d: InvocationDetail) -> InvocationDetailOut:
+        return cls(
+            **InvocationOut.of(d.summary).model_dump(),
+            error_message=d.error_message,
+            retrieve_k=d.retrieve_k,
+            return_n=d.return_n,
+            trace_id=d.trace_id,
+            span_id=d.span_id,
+            retrieval_details=dict(d.retrieval_details),
+            evidence=[EvidenceOut.of(e) for e in d.evidence],
+        )
+
+
+class SessionOut(BaseModel):
+    session_id: str
+    invocation_count: int
+    ok_count: int
+    no_evidence_count: int
+    error_count: int
+    first_started_at: datetime
+    last_started_at: datetime
+
+    @classmethod
+    def of(cls, s: SessionSummary) -> SessionOut:
+        return cls(
+            session_id=s.session_id,
+            invocation_count=s.invocation_count,
+            ok_count=s.ok_count,
+            no_evidence_count=s.no_evidence_count,
+            error_count=s.error_count,
+            first_started_at=s.first_started_at,
+            last_started_at=s.last_started_at,
+        )
+
+
+class SessionPageOut(BaseModel):
+    items: list[SessionOut]
+    next_offset: int | None
+
+
+class DocumentCountOut(BaseModel):
+    document_id: str
+    doc_id: str | None
+    source: str
+    times_returned: int
+    sessions: int
+
+    @classmethod
+    def of(cls, d: DocumentCount) -> DocumentCountOut:
+        return cls(
+            document_id=d.document_id,
+            doc_id=d.doc_id,
+            source=d.source,
+            times_returned=d.times_returned,
+            sessions=d.sessions,
+        )
+
+
+class StatsOut(BaseModel):
+    since: datetime | None
+    until: datetime | None
+    count: int
+    ok_count: int
+    no_evidence_count: int
+    error_count: int
+    fallback_count: int
+    no_evidence_rate: float
+    fallback_rate: float
+    error_rate: float
+    mean_quality: float | None
+    p50_duration_ms: float | None
+    p95_duration_ms: float | None
+    top_documents: list[DocumentCountOut]
+
+    @classmethod
+    def of(cls, q: QualitySummary) -> StatsOut:
+        return cls(
+            since=q.time_range.started_from,
+            until=q.time_range.started_to,
+            count=q.count,
+            ok_count=q.ok_count,
+            no_evidence_count=q.no_evidence_count,
+            error_count=q.error_count,
+            fallback_count=q.fallback_count,
+            no_evidence_rate=q.no_evidence_rate,
+            fallback_rate=q.fallback_rate,
+            error_rate=q.error_rate,
+            mean_quality=q.mean_quality,
+            p50_duration_ms=q.p50_duration_ms,
+            p95_duration_ms=q.p95_duration_ms,
+            top_documents=[DocumentCountOut.of(d) for d in q.top_documents],
+        )
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Readiness(BaseModel):
+    status: Literal["ready", "not_ready"]
+    checks: dict[str, str] = Field(description="Each dependency: ok, or why not.")
+    spool_pending: int | None = Field(description="Audit records waiting in the local spool.")
