@@ -141,34 +141,7 @@ def console_router(lookup_app: LookupApp, guard: TokenGuard) -> APIRouter:
 
         return page(request, build)
 
-    @router.get("/sessions/{session_id}", response_class=HTMLResponse)
-    def session(
-        request: Request, session_id: str, offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0
-    ) -> Response:
-        def build() -> str:
-            result = audit().list_invocations(
-                InvocationFilter(session_id=session_id, limit=SESSION_PAGE, offset=offset)
-            )
-            if not result.items and offset == 0:
-                raise NotFoundError(f"no invocations in session {session_id!r}")
-            items = sorted(result.items, key=lambda i: i.seq)
-            more = (
-                f"/sessions/{_q(session_id)}?offset={result.next_offset}"
-                if result.next_offset is not None
-                else None
-            )
-            return render(
-                "session.html",
-                session_id=session_id,
-                session_path=_q(session_id),
-                invocations=items,
-                more=more,
-                nav="sessions",
-            )
-
-        return page(request, build)
-
-    @router.get("/sessions/{session_id}/export.jsonl")
+    @router.get("/sessions/{session_id:path}/export.jsonl")
     def export_jsonl(request: Request, session_id: str) -> Response:
         if not allowed(request):
             return _html(
@@ -192,7 +165,7 @@ def console_router(lookup_app: LookupApp, guard: TokenGuard) -> APIRouter:
             headers={"content-disposition": _attachment(session_id, "jsonl")},
         )
 
-    @router.get("/sessions/{session_id}/export.csv")
+    @router.get("/sessions/{session_id:path}/export.csv")
     def export_csv(request: Request, session_id: str) -> Response:
         if not allowed(request):
             return _html(
@@ -239,6 +212,34 @@ def console_router(lookup_app: LookupApp, guard: TokenGuard) -> APIRouter:
             media_type="text/csv; charset=utf-8",
             headers={"content-disposition": _attachment(session_id, "csv")},
         )
+
+    # A session id may hold "/": the path converter takes it whole (after the exports).
+    @router.get("/sessions/{session_id:path}", response_class=HTMLResponse)
+    def session(
+        request: Request, session_id: str, offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0
+    ) -> Response:
+        def build() -> str:
+            result = audit().list_invocations(
+                InvocationFilter(session_id=session_id, limit=SESSION_PAGE, offset=offset)
+            )
+            if not result.items and offset == 0:
+                raise NotFoundError(f"no invocations in session {session_id!r}")
+            items = sorted(result.items, key=lambda i: i.seq)
+            more = (
+                f"/sessions/{_q(session_id)}?offset={result.next_offset}"
+                if result.next_offset is not None
+                else None
+            )
+            return render(
+                "session.html",
+                session_id=session_id,
+                session_path=_q(session_id),
+                invocations=items,
+                more=more,
+                nav="sessions",
+            )
+
+        return page(request, build)
 
     @router.get("/invocations/{invocation_id}", response_class=HTMLResponse)
     def invocation(request: Request, invocation_id: str) -> Response:

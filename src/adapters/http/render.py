@@ -12,6 +12,7 @@ import re
 from datetime import datetime
 from functools import cache
 from typing import Any
+from urllib.parse import quote
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
@@ -44,6 +45,11 @@ def number(value: float | int | None, digits: int = 3) -> str:
     return f"{value:.{digits}f}"
 
 
+def pathpart(value: str) -> str:
+    """One URL path segment: every reserved character percent-encoded, "/" too."""
+    return quote(str(value), safe="")
+
+
 def pretty_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True, default=str)
 
@@ -61,6 +67,7 @@ def environment() -> Environment:
     env.filters["when"] = when
     env.filters["number"] = number
     env.filters["pretty_json"] = pretty_json
+    env.filters["pathpart"] = pathpart
     return env
 
 

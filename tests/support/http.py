@@ -1,0 +1,64 @@
+"""What the HTTP tests share: a LookupApp over the sample corpus (in-memory search,
+hashing embedder, SQLite audit) and ways to serve it."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from lookup_knowledge import create_app
+from lookup_knowledge.adapters.api import LookupApp
+from lookup_knowledge.sample_corpus import corpus_path
+
+AUDITOR = "auditor-token-for-tests-0123456789"
+AGENT = "agent-token-for-tests-0123456789"
+
+
+def sample_app(data_dir: Path, **overrides: object) -> LookupApp:
+    corpus = corpus_path()
+    app = create_app(
+        overrides={
+            "data-dir": str(data_dir),
+            "search.backend": "memory",
+            "embedder.provider": "hashing",
+            "rag.domains-file": str(corpus / "domains.yaml"),
+            **overrides,
+        }
+    )
+    categories = sorted(p for p in corpus.iterdir() if p.is_dir() and not p.name.startswith("_"))
+    app.ingest(categories, root=corpus)
+    return app
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextmanager
+def served(asgi_app: object) -> Iterator[str]:
+    """Run ``asgi_app`` under uvicorn in a thread on a free loopback port; yields its URL."""
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(asgi_app, host="127.0.0.1", port=port, log_level="warning")  # type: ignore[arg-type]
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
