@@ -38,7 +38,8 @@ def _problem(response: Any, status: int, code: str) -> dict[str, object]:
     assert body["status"] == status
     assert body["code"] == code
     assert body["type"] == f"urn:lookup-knowledge:problem:{code}"
-    assert body["title"] and isinstance(body["detail"], str)
+    assert body["title"]
+    assert isinstance(body["detail"], str)
     return dict(body)
 
 
@@ -68,12 +69,14 @@ def test_a_lookup_is_recorded_and_read_back_through_the_api(client: TestClient) 
     ).json()
     assert [v["document_id"] for v in verdict["valid"]] == [ids[0]]
     assert verdict["unknown"] == ["made-up#chunk-0"]
-    assert verdict["all_valid"] is False and verdict["conclusive"] is True
+    assert verdict["all_valid"] is False
+    assert verdict["conclusive"] is True
 
     sessions = client.get("/v1/sessions", params={"q": "rest-1"}).json()["items"]
     assert [(s["session_id"], s["invocation_count"]) for s in sessions] == [("rest-1", 1)]
     stats = client.get("/v1/stats").json()
-    assert stats["count"] >= 1 and stats["p95_duration_ms"] is not None
+    assert stats["count"] >= 1
+    assert stats["p95_duration_ms"] is not None
 
 
 def test_invocations_and_sessions_page_through_everything_once(client: TestClient) -> None:
@@ -184,7 +187,7 @@ def test_cors_allows_only_the_configured_origins(lookup_app: LookupApp) -> None:
 
 
 def test_a_bind_off_loopback_needs_both_tokens() -> None:
-    with pytest.raises(ConfigurationError, match="server.auditor-token"):
+    with pytest.raises(ConfigurationError, match=r"server\.auditor-token"):
         load_settings(overrides={"server.host": "0.0.0.0"})
     with pytest.raises(ConfigurationError):
         load_settings(overrides={"server.host": "192.0.2.7", "server.auditor-token": AUDITOR})
@@ -235,7 +238,8 @@ def test_no_token_no_data(guarded: TestClient) -> None:
     _problem(guarded.get("/v1/stats", headers={"authorization": AUDITOR}), 401, "unauthorized")
     # the call without a token was not made, so not recorded
     page = guarded.get("/v1/invocations", params={"session": "no-token"}, headers=_bearer(AUDITOR))
-    assert page.status_code == 200 and page.json()["items"] == []
+    assert page.status_code == 200
+    assert page.json()["items"] == []
     # the probes hold no stored data
     assert guarded.get("/healthz").status_code == 200
 
@@ -271,7 +275,8 @@ def test_the_console_needs_the_auditor_token_too(guarded: TestClient) -> None:
     signed = guarded.post("/login", data={"token": AUDITOR}, follow_redirects=False)
     assert signed.status_code == 303
     cookie = signed.headers["set-cookie"]
-    assert "HttpOnly" in cookie and "SameSite=strict" in cookie
+    assert "HttpOnly" in cookie
+    assert "SameSite=strict" in cookie
     assert guarded.get("/sessions/scoped").status_code == 200
     guarded.post("/logout")
     guarded.cookies.clear()
