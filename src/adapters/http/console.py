@@ -429,7 +429,8 @@ def _chart(
 ) -> dict[str, Any]:
     """Bars for an inline SVG (no script): heights scaled to the largest value."""
     values = [v for _, v in points if v is not None]
-    top = max(values, default=0.0) or 1.0
+    largest = max(values, default=0.0)
+    top = largest or 1.0
     bars = []
     for i, (at, v) in enumerate(points):
         height = 0.0 if v is None else 90.0 * v / top
@@ -438,5 +439,5 @@ def _chart(
     return {
         "title": title,
         "bars": bars,
-        "top": (f"{top:.0%}" if percent else f"{top:.1f}") if values else "–",
+        "top": (f"{largest:.0%}" if percent else f"{largest:.1f}") if values else "–",
     }
