@@ -101,6 +101,7 @@ def _suggest(out: Console, data_dir: Path, session: str) -> None:
         f'  lookup-knowledge {data_dir_flag}lookup "PG-53300 too many connections"\n'
         f"  lookup-knowledge {data_dir_flag}audit list --session {session}\n"
         f"  lookup-knowledge {data_dir_flag}audit stats\n"
+        f"  lookup-knowledge {data_dir_flag}serve        # the audit console in a browser\n"
         f"  lookup-knowledge {data_dir_flag}ingest path/to/your/docs"
     )
 
