@@ -281,3 +281,32 @@ def test_the_console_needs_the_auditor_token_too(guarded: TestClient) -> None:
     guarded.post("/logout")
     guarded.cookies.clear()
     assert guarded.get("/").status_code == 401
+
+
+def test_mounted_apps_and_extra_routers_get_the_same_guard(lookup_app: LookupApp) -> None:
+    from fastapi import APIRouter, Depends
+    from starlette.responses import PlainTextResponse
+
+    from lookup_knowledge.adapters.http import Mount, Role, TokenGuard
+
+    async def inner(scope: Any, receive: Any, send: Any) -> None:
+        await PlainTextResponse("mounted")(scope, receive, send)
+
+    settings = load_settings(
+        overrides={"server.auditor-token": AUDITOR, "server.agent-token": AGENT}
+    ).settings
+    guard = TokenGuard(settings.server)
+    extra = APIRouter()
+
+    @extra.post("/v1/extra", dependencies=[Depends(guard.dependency(Role.AGENT))])
+    def extra_route() -> dict[str, str]:
+        return {"ok": "yes"}
+
+    client = TestClient(
+        create_http_app(lookup_app, settings, routers=[extra], mounts=[Mount("/mcp", inner)])
+    )
+    _problem(client.get("/mcp/"), 401, "unauthorized")
+    _problem(client.get("/mcp/", headers=_bearer(AUDITOR)), 403, "forbidden")
+    assert client.get("/mcp/", headers=_bearer(AGENT)).text == "mounted"
+    _problem(client.post("/v1/extra"), 401, "unauthorized")
+    assert client.post("/v1/extra", headers=_bearer(AGENT)).json() == {"ok": "yes"}
