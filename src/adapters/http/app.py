@@ -9,9 +9,11 @@ Extension points, so that a later feature is a few lines here:
 
 * ``routers``: more ``APIRouter``s, included as they are (build them with
   ``guard.dependency(Role.AGENT)`` for their auth), e.g. ``POST /v1/check-answer``;
-* ``mounts``: ``Mount``s of other ASGI apps (e.g. the MCP streamable-HTTP app at
-  ``/mcp``), each wrapped in the bearer check of its role, with an optional async
-  context manager entered for the app's lifetime (an MCP session manager's ``run()``).
+* ``mounts``: ``Mount``s of other ASGI apps at one exact path (e.g. the MCP
+  streamable-HTTP app at ``/mcp``, which routes that path itself: it gets the request
+  untouched), each wrapped in the bearer check of its role, with an optional async
+  context manager entered for the app's lifetime (the MCP app's own lifespan, which
+  runs its session manager).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 
 from fastapi import APIRouter, FastAPI, Request, Response
 from starlette.middleware.cors import CORSMiddleware
-from starlette.types import ASGIApp as StarletteASGIApp
+from starlette.routing import Route
 
 from lookup_knowledge.adapters.api import LookupApp
 from lookup_knowledge.adapters.config import ServerSettings, Settings
@@ -45,7 +47,7 @@ SECURITY_HEADERS = {
 
 @dataclass(frozen=True)
 class Mount:
-    """Another ASGI app under ``path``, behind the bearer check of ``role``."""
+    """Another ASGI app answering ``path`` (exactly), behind the bearer check of ``role``."""
 
     path: str
     app: ASGIApp
@@ -97,7 +99,11 @@ def create_http_app(
     for router in routers:
         app.include_router(router)
     for mount in mounts:
-        app.mount(mount.path, _asgi(guard.guard_asgi(mount.app, mount.role)))
+        # A Route, not a Starlette Mount: the app gets the request with its path as it
+        # came (the MCP app routes "/mcp" itself), and only that exact path.
+        app.router.routes.append(
+            Route(mount.path, endpoint=_Endpoint(guard.guard_asgi(mount.app, mount.role)))
+        )
     app.include_router(console_router(lookup_app, guard))
 
     @app.middleware("http")
@@ -121,11 +127,15 @@ def create_http_app(
     return app
 
 
-def _asgi(app: ASGIApp) -> StarletteASGIApp:
-    async def call(scope: Scope, receive: Receive, send: Send) -> None:
-        await app(scope, receive, send)
+class _Endpoint:
+    """An ASGI app as a route endpoint (Starlette calls an object that is not a function
+    as ASGI, with the request untouched)."""
 
-    return call
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._app(scope, receive, send)
 
 
 def _version() -> str:

@@ -290,7 +290,7 @@ def test_mounted_apps_and_extra_routers_get_the_same_guard(lookup_app: LookupApp
     from lookup_knowledge.adapters.http import Mount, Role, TokenGuard
 
     async def inner(scope: Any, receive: Any, send: Any) -> None:
-        await PlainTextResponse("mounted")(scope, receive, send)
+        await PlainTextResponse(f"mounted at {scope['path']}")(scope, receive, send)
 
     settings = load_settings(
         overrides={"server.auditor-token": AUDITOR, "server.agent-token": AGENT}
@@ -305,8 +305,8 @@ def test_mounted_apps_and_extra_routers_get_the_same_guard(lookup_app: LookupApp
     client = TestClient(
         create_http_app(lookup_app, settings, routers=[extra], mounts=[Mount("/mcp", inner)])
     )
-    _problem(client.get("/mcp/"), 401, "unauthorized")
-    _problem(client.get("/mcp/", headers=_bearer(AUDITOR)), 403, "forbidden")
-    assert client.get("/mcp/", headers=_bearer(AGENT)).text == "mounted"
+    _problem(client.get("/mcp"), 401, "unauthorized")
+    _problem(client.get("/mcp", headers=_bearer(AUDITOR)), 403, "forbidden")
+    assert client.get("/mcp", headers=_bearer(AGENT)).text == "mounted at /mcp"
     _problem(client.post("/v1/extra"), 401, "unauthorized")
     assert client.post("/v1/extra", headers=_bearer(AGENT)).json() == {"ok": "yes"}
