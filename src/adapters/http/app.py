@@ -61,8 +61,11 @@ def create_http_app(
     *,
     routers: Sequence[APIRouter] = (),
     mounts: Sequence[Mount] = (),
+    mcp: bool = True,
 ) -> FastAPI:
-    """The HTTP API, the console and the probes over ``lookup_app``.
+    """The HTTP API, the console, the probes and (``mcp``) the MCP streamable-HTTP
+    endpoint ``/mcp`` (the server of ``lookup-knowledge mcp --transport http``, agent
+    scope) over ``lookup_app``.
 
     ``settings`` defaults to the app's own ``server.*`` settings.
     """
@@ -73,6 +76,8 @@ def create_http_app(
     else:
         server = settings
     guard = TokenGuard(server)
+    if mcp:
+        mounts = [mcp_mount(lookup_app, server.host), *mounts]
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -125,6 +130,15 @@ def create_http_app(
     # Outermost: the size limit runs before anything reads a body.
     app.add_middleware(BodySizeLimit, max_bytes=server.max_request_bytes)
     return app
+
+
+def mcp_mount(lookup_app: LookupApp, host: str) -> Mount:
+    """``/mcp``: each MCP session is its own audit session (see ``mcp_server``); its
+    session manager runs for the app's lifetime."""
+    from lookup_knowledge.adapters.mcp_server import build_mcp_server
+
+    asgi = build_mcp_server(lookup_app).streamable_http_app(host=host)
+    return Mount("/mcp", asgi, Role.AGENT, lifespan=lambda: asgi.router.lifespan_context(asgi))
 
 
 class _Endpoint:

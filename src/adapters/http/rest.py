@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends, Query
 from lookup_knowledge.adapters.api import LookupApp
 from lookup_knowledge.adapters.http.auth import Role, TokenGuard
 from lookup_knowledge.adapters.http.schemas import (
+    Check,
     Health,
     InvocationDetailOut,
     InvocationOut,
@@ -162,34 +163,24 @@ def rest_router(lookup_app: LookupApp, guard: TokenGuard) -> APIRouter:
 
     @router.get("/readyz", tags=["probes"], responses={503: {"model": Readiness}})
     def readyz() -> Any:
-        """The knowledge store and the audit store answer; the spool backlog."""
+        """The knowledge search and the audit store answer; the spool backlog."""
         return readiness(lookup_app)
 
     return router
 
 
 def readiness(lookup_app: LookupApp) -> Any:
+    """``LookupApp.health()`` as a probe: 200 when ready, 503 otherwise."""
     from fastapi.responses import JSONResponse
 
-    checks: dict[str, str] = {}
-
-    def probe(name: str, call: Any) -> None:
-        try:
-            call()
-            checks[name] = "ok"
-        except LookupKnowledgeError as error:
-            checks[name] = f"{error.code}: {error.message}"[:300]
-        except Exception as error:  # noqa: BLE001 - a probe reports, never raises
-            checks[name] = f"internal_error: {type(error).__name__}"
-
-    # A content fetch of a key that does not exist: one round trip to the store.
-    probe("knowledge", lambda: lookup_app.evidence_text(["readyz-probe#chunk-0"]))
-    probe("audit", lambda: lookup_app.audit.list_invocations(InvocationFilter(limit=1)))
-    pending: int | None
+    health = lookup_app.health()
     try:
-        pending = lookup_app.recorder.pending_count()
-    except Exception:  # noqa: BLE001
+        pending: int | None = lookup_app.recorder.pending_count()
+    except LookupKnowledgeError:
         pending = None
-    ready = all(v == "ok" for v in checks.values())
-    body = Readiness(status="ready" if ready else "not_ready", checks=checks, spool_pending=pending)
-    return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
+    body = Readiness(
+        status="ready" if health.ok else "not_ready",
+        checks={c.name: Check(ok=c.ok, detail=c.detail) for c in health.components},
+        spool_pending=pending,
+    )
+    return JSONResponse(body.model_dump(), status_code=200 if health.ok else 503)

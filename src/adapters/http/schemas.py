@@ -270,7 +270,12 @@ class Health(BaseModel):
     status: Literal["ok"]
 
 
+class Check(BaseModel):
+    ok: bool
+    detail: str
+
+
 class Readiness(BaseModel):
     status: Literal["ready", "not_ready"]
-    checks: dict[str, str] = Field(description="Each dependency: ok, or why not.")
+    checks: dict[str, Check] = Field(description="Each component (LookupApp.health()).")
     spool_pending: int | None = Field(description="Audit records waiting in the local spool.")
