@@ -1,4 +1,4 @@
-"""``lookup-knowledge serve``: the HTTP API, the auditor's console and the probes in one
+"""``lookup-knowledge serve``: the HTTP API, MCP at /mcp, the auditor's console and the probes in one
 process (uvicorn), on ``server.host``:``server.port`` (127.0.0.1:8787 by default).
 
 Under a process manager run it in the foreground (it logs to stderr and stops cleanly
@@ -26,7 +26,7 @@ def serve(
     ] = None,
     access_log: Annotated[bool, typer.Option(help="Log one line per request.")] = False,
 ) -> None:
-    """Serve the REST API (/v1), the console (/) and /healthz, /readyz over HTTP."""
+    """Serve the REST API (/v1), MCP (/mcp), the console (/) and /healthz, /readyz."""
     try:
         import uvicorn
 
