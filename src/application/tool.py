@@ -67,15 +67,7 @@ RESULT_SCHEMA: dict[str, Any] = {
             "type": "array",
             "items": {
                 "type": "object",
-                "required": [
-                    "document_id",
-                    "source",
-                    "title",
-                    "breadcrumb",
-                    "content",
-                    "score",
-                    "rank",
-                ],
+                "required": ["document_id", "source", "content", "score", "rank"],
                 "properties": {
                     "document_id": {"type": "string", "description": "What to cite."},
                     "source": {"type": "string"},

@@ -60,17 +60,14 @@ class ProjectedBlock:
 
     def as_agent_json(self, mode: str = "") -> dict[str, object]:
         """The block as the ``agent`` payload profile shows it: what to read and cite.
-        ``hitReasons`` appear only when they say more than the search ``mode`` that found
-        every block."""
-        block: dict[str, object] = {
-            "document_id": self.document_id,
-            "source": self.source,
-            "title": self.title,
-            "breadcrumb": self.breadcrumb,
-            "content": self.content,
-            "score": round(self.score, 3),
-            "rank": self.rank,
-        }
+        Empty ``title``/``breadcrumb`` are left out, and ``hitReasons`` appear only when
+        they say more than the search ``mode`` that found every block."""
+        block: dict[str, object] = {"document_id": self.document_id, "source": self.source}
+        if self.title:
+            block["title"] = self.title
+        if self.breadcrumb:
+            block["breadcrumb"] = self.breadcrumb
+        block.update(content=self.content, score=round(self.score, 3), rank=self.rank)
         reasons = [r for r in self.hit_reasons if r != mode]
         if reasons:
             block["hitReasons"] = reasons

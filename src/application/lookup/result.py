@@ -110,22 +110,20 @@ def _agent_rerank(
 
 
 def _agent_pack(pack: ContextPack | None, blocks: Mapping[str, ProjectedBlock]) -> dict[str, Any]:
-    """The context pack by reference: the packer packs the blocks' own excerpts, so each
-    packed block is its ``document_id`` and how many characters of its content the pack
-    holds; the text is in the blocks once."""
+    """The context pack by reference: the packer packs the blocks' own excerpts, so the
+    pack is, per ``document_id`` in pack order, how many characters of that block's
+    content it holds (and, for a block left out, why); the text is in the blocks once."""
     if pack is None:
-        return {"charBudget": 0, "charsUsed": 0, "blocks": [], "omitted": []}
+        return {"charBudget": 0, "charsUsed": 0, "blocks": {}, "omitted": {}}
     return {
         "charBudget": pack.char_budget,
         "charsUsed": pack.chars_used,
-        "blocks": [
-            {"document_id": b.evidence_key, "chars": len(b.excerpt.removesuffix(ELLIPSIS))}
+        "blocks": {
+            b.evidence_key: len(b.excerpt.removesuffix(ELLIPSIS))
             for b in pack.included
             if b.evidence_key in blocks
-        ],
-        "omitted": [
-            {"document_id": o.evidence_key, "reason": o.reason.value}
-            for o in pack.omitted
-            if o.evidence_key in blocks
-        ],
+        },
+        "omitted": {
+            o.evidence_key: o.reason.value for o in pack.omitted if o.evidence_key in blocks
+        },
     }

@@ -218,11 +218,12 @@ def test_result_json_has_exactly_the_contract_fields() -> None:
     assert "supplement" not in payload
     json.dumps(payload, ensure_ascii=False)  # serialisable as is
     block = payload["evidenceBlocks"][0]
-    fields = {"document_id", "source", "title", "breadcrumb", "content", "score", "rank"}
+    fields = {"document_id", "source", "title", "content", "score", "rank"}
     assert fields <= set(block)
     assert "hitReasons" not in block  # only the search mode: said once, in the trace
+    assert "breadcrumb" not in block  # empty: left out of the agent payload
     full = use_case.execute("q", session_id="s").to_tool_json(PayloadProfile.FULL)
-    assert {*fields, "hitReasons"} <= set(full["evidenceBlocks"][0])
+    assert {*fields, "breadcrumb", "hitReasons"} <= set(full["evidenceBlocks"][0])
 
 
 def test_retrieved_domains_accumulate_over_a_session() -> None:
