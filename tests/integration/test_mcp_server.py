@@ -20,6 +20,7 @@ from mcp.types import CallToolResult, TextContent
 
 from lookup_knowledge.adapters.api import LookupApp, create_app
 from lookup_knowledge.adapters.mcp_server import (
+    CHECK_TOOL_NAME,
     SESSION_PREFIX,
     _ConnectionSession,
     _session_and_step,
@@ -134,15 +135,18 @@ def _shown_ids(app: LookupApp, invocation_id: str) -> list[str]:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_lists_exactly_the_lookup_tool_with_the_shared_schema(app: LookupApp, mode: str) -> None:
+def test_lists_the_lookup_tool_with_the_shared_schema_and_the_checker(
+    app: LookupApp, mode: str
+) -> None:
     async def scenario() -> list[Any]:
         async with Client(build_mcp_server(app), mode=mode) as client:
             return list((await client.list_tools()).tools)
 
     tools = _run(scenario)
 
-    assert [t.name for t in tools] == [TOOL_NAME]
-    (tool,) = tools
+    assert [t.name for t in tools] == [TOOL_NAME, CHECK_TOOL_NAME]
+    tool, checker = tools
+    assert checker.input_schema["required"] == ["answer"]
     assert tool.description == TOOL_DESCRIPTION
     assert tool.input_schema == QUERY_SCHEMA
     assert tool.input_schema["required"] == ["query"]
@@ -350,7 +354,7 @@ def test_serve_stdio_in_a_subprocess_records_one_session(tmp_path: Path, mode: s
 
     names, a, b = _run(scenario)
 
-    assert names == [TOOL_NAME]
+    assert names == [TOOL_NAME, CHECK_TOOL_NAME]
     assert a["found"] is True, a["message"]
     assert _returned_ids(a)[0].startswith("database/failover.md")
     assert b["found"] is True, b["message"]
@@ -370,3 +374,37 @@ def test_serve_stdio_in_a_subprocess_records_one_session(tmp_path: Path, mode: s
         assert [(r.seq, r.step_id, r.status) for r in rows] == [(1, "1", "ok"), (2, "2", "ok")]
         assert _shown_ids(reader, a["invocationId"]) == _returned_ids(a)
         assert _shown_ids(reader, b["invocationId"]) == _returned_ids(b)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_check_answer_judges_claims_against_what_this_mcp_session_was_shown(
+    app: LookupApp, mode: str
+) -> None:
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        async with Client(build_mcp_server(app), mode=mode) as client:
+            found = _payload(await client.call_tool(TOOL_NAME, {"query": FAILOVER_QUERY}))
+            cited = _returned_ids(found)[0]
+            good = _payload(
+                await client.call_tool(
+                    CHECK_TOOL_NAME,
+                    {"answer": f"Failover takes about two minutes [{cited}]."},
+                )
+            )
+            bad = _payload(
+                await client.call_tool(
+                    CHECK_TOOL_NAME,
+                    {"answer": f"Failover takes about five minutes [{cited}]."},
+                )
+            )
+        return found, good, bad
+
+    found, good, bad = _run(scenario)
+
+    assert _returned_ids(found)[0].startswith("database/failover.md")
+    assert good["verdict"] == "supported", good
+    assert bad["verdict"] == "unsupported", bad
+    assert any("five minutes" in r for r in bad["claims"][0]["reasons"])
+    # Both checks are recorded under the MCP session of the lookup.
+    (invocation,) = _session_rows(app, good["sessionId"])
+    assert invocation.session_id == bad["sessionId"]
+    assert invocation.session_id.startswith(SESSION_PREFIX)
