@@ -9,7 +9,7 @@ address and ``v2.3.1`` one version.
 
 Normalisation: ``1,000`` = ``1000``; number words (``fifteen`` = 15, ``twenty-five``,
 ``two hundred``) and simple Chinese numerals (``十五分钟``) where unambiguous (``one`` only
-before a unit); units to one spelling (``seconds``/``sec``/``s``, ``分钟``/``minutes``/``min``)
+before a unit; ``an hour`` = 1 h); units to one spelling (``seconds``/``sec``/``s``, ``分钟``/``minutes``/``min``)
 and, within time and data size, to a base value, so ``60 seconds`` matches ``1 minute``.
 """
 
@@ -154,6 +154,11 @@ _WORD_NUMBER = re.compile(
     + r"))?|"
     + "|".join(sorted(_WORD_UNITS, key=len, reverse=True))
     + r")(?:\s+(?P<mult>hundred|thousand|million))?(?![\w-])",
+    re.IGNORECASE | re.ASCII,
+)
+# "an hour", "a day": one of a time unit, as definite as "1 hour".
+_ONE_UNIT = re.compile(
+    r"(?<![\w-])an?\s+(?P<unit>second|minute|hour|day|week|month|year)(?![\w-])",
     re.IGNORECASE | re.ASCII,
 )
 _ZH_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4}
@@ -331,6 +336,11 @@ def extract_facts(text: str, *, skip_first_word: bool = True) -> tuple[Fact, ...
         end = b + after.end() if after else b
         take(a, end)
         found.append(_number_fact(text[a:end], a, end, float(_number_words(m)), unit))
+    for m in _ONE_UNIT.finditer(text):
+        a, b = m.span()
+        if free(a, b):
+            take(a, b)
+            found.append(_number_fact(m.group(0), a, b, 1.0, _unit(m.group("unit"))))
     for m in _ZH_NUMBER.finditer(text):
         a, b = m.span()
         number = zh_numeral(m.group("n"))

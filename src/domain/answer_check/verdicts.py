@@ -126,15 +126,15 @@ class PreparedEvidence:
         """The sentence, or pair of adjacent sentences, sharing the most units."""
         best = (0, len(self.text))
         best_hits = -1
-        for i, (a, b, own) in enumerate(self.sentences):
+        for a, b, own in self.sentences:
             hits = len(units & own)
             if hits > best_hits:
                 best, best_hits = (a, b), hits
-            if i + 1 < len(self.sentences):
-                _, b2, own2 = self.sentences[i + 1]
-                pair = len(units & (own | own2))
-                if pair > best_hits + 1:  # a second sentence must earn its place
-                    best, best_hits = (a, b2), pair
+        single = best_hits
+        for (a, _, own), (_, b, own2) in zip(self.sentences, self.sentences[1:], strict=False):
+            pair = len(units & (own | own2))
+            if pair > max(best_hits, single + 1):  # a second sentence must earn its place
+                best, best_hits = (a, b), pair
         a, b = best
         while a < b and self.text[a].isspace():
             a += 1
