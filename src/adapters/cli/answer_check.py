@@ -3,7 +3,7 @@
 ``register_answer_commands(audit_app, open_app)`` adds both commands to the ``audit``
 group; ``open_app`` builds a ``LookupApp`` from the global options (``--config``,
 ``--data-dir``). ``check-answer`` exits 0 only when every claim is supported, 1 otherwise;
-usage errors exit 2.
+usage errors (no answer, both, unreadable file, bad JSON) exit 2.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from lookup_knowledge.application.answer_check import (
 )
 from lookup_knowledge.application.ports import TimeRange
 from lookup_knowledge.domain.answer_check import Verdict
+from lookup_knowledge.domain.errors import InvalidInputError
 
 _STYLE = {
     Verdict.SUPPORTED: "green",
@@ -43,7 +44,7 @@ def _json_out(value: Any) -> None:
 
 def _read_answer(answer: str | None, answer_file: Path | None, fmt: AnswerFormat) -> Any:
     if (answer is None) == (answer_file is None):
-        raise typer.BadParameter("give exactly one of --answer and --answer-file")
+        raise InvalidInputError("give exactly one of --answer and --answer-file")
     if answer_file is not None:
         try:
             text = (
@@ -52,9 +53,7 @@ def _read_answer(answer: str | None, answer_file: Path | None, fmt: AnswerFormat
                 else answer_file.read_text(encoding="utf-8")
             )
         except OSError as error:
-            raise typer.BadParameter(
-                f"cannot read {answer_file}: {error.strerror}", param_hint="--answer-file"
-            ) from None
+            raise InvalidInputError(f"cannot read {answer_file}: {error.strerror}") from None
     else:
         assert answer is not None
         text = answer
@@ -63,7 +62,7 @@ def _read_answer(answer: str | None, answer_file: Path | None, fmt: AnswerFormat
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
-        raise typer.BadParameter(
+        raise InvalidInputError(
             f"--format anthropic needs the Claude response as JSON: {error}"
         ) from None
 
