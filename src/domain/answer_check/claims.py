@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from lookup_knowledge.domain.answer_check.facts import Fact, extract_facts
 from lookup_knowledge.domain.answer_check.words import content_words
 
-DEFAULT_CITATION_PATTERN = r"[\[【]\s*([^\[\]【】\n]+?)\s*[\]】](?!\()"
+DEFAULT_CITATION_PATTERN = r"[\[【][ \t]*([^\[\]【】\n]+?)[ \t]*[\]】](?!\()"
 MIN_CONTENT_WORDS = 4
 MAX_QUOTE_CHARS = 2000
 
@@ -102,7 +102,7 @@ def _sentence_spans(
     text: str, start: int, end: int, citations: Sequence[tuple[int, int, tuple[str, ...]]]
 ) -> Iterator[tuple[int, int]]:
     """Sentences of ``text[start:end]`` (one line), citations after a stop attached."""
-    inside = [(a, b) for a, b, _ in citations if start <= a < end]
+    inside = [(a, b) for a, b, _ in citations if start <= a and b <= end]
 
     def citation_at(i: int) -> int | None:
         for a, b in inside:

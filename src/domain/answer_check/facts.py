@@ -212,7 +212,7 @@ _PATTERNS: tuple[tuple[FactKind, re.Pattern[str]], ...] = (
 )
 _ALNUM = re.compile(r"(?<![\w-])(?=[A-Za-z]*\d)(?=\d*[A-Za-z])[A-Za-z0-9]{2,}(?![\w-])", re.ASCII)
 _ENTITY = re.compile(
-    r"(?<![\w-])(?:[A-Z][a-z]+[A-Z][\w]*|[a-z]+[A-Z][\w]*|[A-Z]{2,}[0-9]*s?|[A-Z][a-z]{2,})(?![\w-])",
+    r"(?<![\w-])(?:[A-Z][A-Za-z0-9]*(?:-[A-Za-z][A-Za-z0-9]*)+|[A-Z][a-z]+[A-Z][\w]*|[a-z]+[A-Z][\w]*|[A-Z]{2,}[0-9]*s?|[A-Z][a-z]{2,})(?![\w-])",
     re.ASCII,
 )
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;。！？；]\s*|\n\s*|[-*•]\s+|\d+[.)]\s+)$")

@@ -323,7 +323,7 @@ def shown_text_from(current: str, expected_hash: str) -> str | None:
     stripped = current.strip()
     if content_hash(stripped) == expected_hash:
         return stripped
-    for cut in range(len(stripped) - 1, -1, -1):
+    for cut in range(max(len(stripped) - 1, 0), -1, -1):
         candidate = stripped[:cut] + ELLIPSIS
         if content_hash(candidate) == expected_hash:
             return candidate
