@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, and_, distinct, func, insert, select
+from sqlalchemy import Connection, Engine, and_, func, insert, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from lookup_knowledge.adapters.audit.codec import clean_json, clean_text
@@ -142,7 +142,8 @@ class SqlSessionEvidence(SessionEvidenceReader):
         if not cited:
             return {}
         stmt = (
-            select(distinct(E.c.session_id), E.c.document_id)
+            select(E.c.session_id, E.c.document_id)
+            .distinct()
             .where(E.c.document_id.in_(list(cited)), E.c.session_id != exclude_session_id)
             .order_by(E.c.document_id, E.c.session_id)
         )

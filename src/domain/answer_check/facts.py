@@ -194,6 +194,7 @@ _PATTERNS: tuple[tuple[FactKind, re.Pattern[str]], ...] = (
         re.compile(r"(?<!\w)\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?", re.ASCII),
     ),
     (FactKind.IDENTIFIER, re.compile(r"(?<![\w:])\d{1,2}:\d{2}(?::\d{2})?(?![\w:])", re.ASCII)),
+    (FactKind.IDENTIFIER, re.compile(r"(?<![\w:])[A-Za-z_][\w-]*:\d+(?![\w:])", re.ASCII)),
     (
         FactKind.VERSION,
         re.compile(
@@ -387,7 +388,12 @@ class FactIndex:
 
     @classmethod
     def of(cls, texts: Sequence[str]) -> FactIndex:
-        facts = [f for t in texts for f in extract_facts(t, skip_first_word=False)]
+        facts = [
+            f
+            for t in texts
+            for variant in {t, t.replace("`", " ")}
+            for f in extract_facts(variant, skip_first_word=False)
+        ]
         return cls(
             folded="\n".join(fold_text(t) for t in texts),
             numbers=tuple(f for f in facts if f.kind is FactKind.NUMBER),
@@ -405,12 +411,26 @@ class FactIndex:
 
     def contains(self, fact: Fact) -> bool:
         if fact.kind is FactKind.NUMBER:
-            return any(_same_number(fact, known) for known in self.numbers)
+            return self._has_number(fact)
         if fact.key in self.keys:
             return True
         # A name or identifier also counts where it stands inside a longer token
         # ("Monday" in "Mondays", "pgbouncer" in "pgbouncer.ini") - but not mid-word.
         return re.search(r"(?<!\w)" + re.escape(fact.key), self.folded, re.ASCII) is not None
+
+    def _has_number(self, claim: Fact) -> bool:
+        """Same value, and the same quantity where both name a unit. A bare number in
+        the evidence stands for a claim's "5 days" only while the evidence states no
+        other quantity of that kind (in a table of delays, row "5" is not 5 days)."""
+        if any(k.unit is not None and _same_number(claim, k) for k in self.numbers):
+            return True
+        bare = any(k.unit is None and k.value == claim.value for k in self.numbers)
+        if not bare or claim.unit is None:
+            return bare
+        family = unit_base(1.0, claim.unit)[0]
+        return not any(
+            k.unit is not None and unit_base(1.0, k.unit)[0] == family for k in self.numbers
+        )
 
 
 def _same_number(claim: Fact, known: Fact) -> bool:

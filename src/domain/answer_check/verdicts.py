@@ -118,7 +118,9 @@ class PreparedEvidence:
             text=text,
             folded=fold(text),
             units=stem_units(content_words(text), stem),
-            facts=extract_facts(text, skip_first_word=False),
+            # a `code span` is one identifier, and the facts inside it count too
+            facts=extract_facts(text, skip_first_word=False)
+            + (extract_facts(text.replace("`", " "), skip_first_word=False) if "`" in text else ()),
             sentences=tuple(sentences),
         )
 

@@ -248,6 +248,9 @@ def test_thousands_separators_do_not_change_a_number(n: int) -> None:
         ("PG-53300", "错误PG-53300表示连接过多", True),
         ("Monday", "on Mondays", True),
         ("Pool", "the spool", False),
+        ("options timeout:1", "use `options timeout:1 attempts:2`", True),
+        ("retried for 5 days", "| 5 | 2 hours |\n| 6 | 5 hours |", False),
+        ("a timeout of 3 seconds", "reserve_pool_timeout = 3", True),
     ],
 )
 def test_facts_match_the_evidence_with_units_and_base_values(
