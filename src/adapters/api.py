@@ -26,12 +26,14 @@ from typing import Any, Literal, TypeVar
 
 from lookup_knowledge.adapters.config import Settings, load_settings
 from lookup_knowledge.adapters.container import Container
-from lookup_knowledge.application.answer_check import AnswerCheck, AnswerCheckStore, AnswerFormat
 from lookup_knowledge.application.evaluation import MEASURES, Replay, RunEval
 from lookup_knowledge.application.health import Health
 from lookup_knowledge.application.ingest import IngestProgress, IngestReport
 from lookup_knowledge.application.lookup import LookupKnowledge, LookupOptions, LookupResult
 from lookup_knowledge.application.ports import (
+    AnswerCheck,
+    AnswerCheckStore,
+    AnswerFormat,
     AuditQueries,
     AuditSchema,
     CitationReport,

@@ -7,7 +7,7 @@ import hashlib
 from collections.abc import Sequence
 from datetime import datetime
 
-from lookup_knowledge.application.answer_check import (
+from lookup_knowledge.application.ports import (
     AnswerCheck,
     AnswerCheckFilter,
     AnswerCheckStore,
@@ -18,10 +18,10 @@ from lookup_knowledge.application.answer_check import (
     JudgeOpinion,
     SessionEvidenceReader,
     ShownBlock,
+    TimeRange,
     WordStemmer,
     summary_of,
 )
-from lookup_knowledge.application.audit import TimeRange
 from lookup_knowledge.domain.errors import JudgeError, NotFoundError
 
 

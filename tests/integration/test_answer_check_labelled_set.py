@@ -18,7 +18,7 @@ from benchmarks.answer_check_set import (
 )
 
 from lookup_knowledge.adapters.api import LookupApp
-from lookup_knowledge.application.answer_check import AnswerCheckFilter
+from lookup_knowledge.application.ports import AnswerCheckFilter
 
 pytestmark = pytest.mark.slow
 

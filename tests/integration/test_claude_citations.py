@@ -13,6 +13,7 @@ import pytest
 
 from lookup_knowledge import create_app
 from lookup_knowledge.adapters.api import LookupApp
+from lookup_knowledge.application.agent_formats import anthropic_search_results, claude_citations
 from lookup_knowledge.domain.answer_check import Verdict
 
 anthropic_types = pytest.importorskip("anthropic.types")
@@ -42,20 +43,6 @@ def app(tmp_path: Path) -> Iterator[LookupApp]:
         yield built
     finally:
         built.close()
-
-
-def search_results(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """One Anthropic search_result block per evidence block (source = our document_id)."""
-    return [
-        {
-            "type": "search_result",
-            "source": block["document_id"],
-            "title": block["title"] or block["source"],
-            "content": [{"type": "text", "text": block["content"]}],
-            "citations": {"enabled": True},
-        }
-        for block in result["evidenceBlocks"]
-    ]
 
 
 def claude_reply(blocks: list[dict[str, Any]], cited_text: str) -> Any:
@@ -96,13 +83,16 @@ def claude_reply(blocks: list[dict[str, Any]], cited_text: str) -> Any:
 def test_cited_text_of_a_real_block_is_supported_and_an_altered_one_is_not(
     app: LookupApp,
 ) -> None:
-    result = app.lookup("how long does failover take", session_id="claude-1")
-    blocks = search_results(result)
+    result = app.lookup_result("how long does failover take", session_id="claude-1")
+    blocks = anthropic_search_results(result)
     adapter = TypeAdapter(list[anthropic_types.SearchResultBlockParam])
     validated = adapter.validate_python(blocks)  # the shapes Claude accepts
     # ``content`` is an Iterable in the SDK: iterating it validates each text block.
     assert [list(b["content"]) for b in validated] == [b["content"] for b in blocks]
-    assert [b["source"] for b in validated] == [b["document_id"] for b in result["evidenceBlocks"]]
+    assert [b["source"] for b in validated] == [b.document_id for b in result.evidence_blocks]
+    # the Verifier's other reader of the same reply sees the same pair
+    (passage,) = claude_citations(claude_reply(blocks, blocks[0]["content"][0]["text"]).content)
+    assert passage.document_id == blocks[0]["source"]
     shown = blocks[0]["content"][0]["text"]
 
     real = app.check_answer("claude-1", claude_reply(blocks, shown))

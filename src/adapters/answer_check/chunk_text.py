@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lookup_knowledge.application.answer_check import CurrentChunkText
-from lookup_knowledge.application.ports import KnowledgeSearchPort
+from lookup_knowledge.application.ports import CurrentChunkText, KnowledgeSearchPort
 
 
 class SearchChunkText(CurrentChunkText):

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from lookup_knowledge.application.answer_check import ClaimJudge, JudgeOpinion
+from lookup_knowledge.application.ports import ClaimJudge, JudgeOpinion
 from lookup_knowledge.domain.errors import JudgeError
 
 LABELS = ("entailed", "contradicted", "neutral")

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import Stemmer
 
-from lookup_knowledge.application.answer_check import WordStemmer
+from lookup_knowledge.application.ports import WordStemmer
 from lookup_knowledge.domain.errors import ConfigurationError
 
 

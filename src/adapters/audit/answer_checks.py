@@ -25,7 +25,7 @@ from lookup_knowledge.adapters.audit.models import (
     invocation_evidence,
     tool_invocation,
 )
-from lookup_knowledge.application.answer_check import (
+from lookup_knowledge.application.ports import (
     AnswerCheck,
     AnswerCheckFilter,
     AnswerCheckStore,
@@ -35,13 +35,11 @@ from lookup_knowledge.application.answer_check import (
     ClaimCounts,
     SessionEvidenceReader,
     ShownBlock,
-    summary_of,
-)
-from lookup_knowledge.application.ports import (
     TimeRange,
     check_session_id,
     normalise_cited,
     parse_invocation_id,
+    summary_of,
 )
 from lookup_knowledge.domain.answer_check import (
     CitationStatus,

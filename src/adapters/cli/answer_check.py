@@ -20,13 +20,13 @@ from rich.text import Text
 
 from lookup_knowledge.adapters.cli.context import parse_when
 from lookup_knowledge.adapters.cli.render import console
-from lookup_knowledge.application.answer_check import (
+from lookup_knowledge.application.answer_check import answer_check_json
+from lookup_knowledge.application.ports import (
     AnswerCheck,
     AnswerCheckFilter,
     AnswerFormat,
-    answer_check_json,
+    TimeRange,
 )
-from lookup_knowledge.application.ports import TimeRange
 from lookup_knowledge.domain.answer_check import Verdict
 from lookup_knowledge.domain.errors import InvalidInputError
 

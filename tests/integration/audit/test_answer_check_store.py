@@ -19,8 +19,8 @@ from lookup_knowledge import create_app
 from lookup_knowledge.adapters.api import LookupApp
 from lookup_knowledge.adapters.audit import create_audit_engine, upgrade_database
 from lookup_knowledge.adapters.audit.models import invocation_evidence, tool_invocation
-from lookup_knowledge.application.answer_check import AnswerCheckFilter, answer_check_json
-from lookup_knowledge.application.audit import InvocationFilter, TimeRange
+from lookup_knowledge.application.answer_check import answer_check_json
+from lookup_knowledge.application.ports import AnswerCheckFilter, InvocationFilter, TimeRange
 from lookup_knowledge.domain.answer_check import Verdict
 from tests.support.postgres import POSTGRES, isolated_schema
 

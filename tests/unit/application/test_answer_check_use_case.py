@@ -7,16 +7,12 @@ from datetime import timedelta
 
 import pytest
 
-from lookup_knowledge.application.answer_check import (
-    AnswerCheckFilter,
-    AnswerFormat,
-    CheckAnswer,
-    answer_check_json,
-)
-from lookup_knowledge.application.audit import TimeRange
+from lookup_knowledge.application.answer_check import CheckAnswer, answer_check_json
+from lookup_knowledge.application.ports import AnswerCheckFilter, AnswerFormat, TimeRange
 from lookup_knowledge.domain.answer_check import Verdict
 from lookup_knowledge.domain.errors import InvalidInputError
 from lookup_knowledge.domain.projection import ELLIPSIS
+from tests.fakes import FakeClock, FakeEmbedder, InMemoryRecorder
 from tests.fakes.answer_check import (
     FakeChunkText,
     FakeSessionEvidence,
@@ -24,7 +20,6 @@ from tests.fakes.answer_check import (
     ScriptedJudge,
     SuffixStemmer,
 )
-from tests.unit.fakes import FakeClock, FakeEmbedder, FakeRecorder
 
 POOL = "PgBouncer keeps 20 server connections per pool. Error PG-53300 means too many clients."
 FAILOVER = "Failover takes about two minutes. Announce it in the incident channel first."
@@ -54,7 +49,7 @@ def checker(
     return CheckAnswer(
         evidence=evidence,
         store=store or InMemoryAnswerCheckStore(),
-        recorder=FakeRecorder(),
+        recorder=InMemoryRecorder(),
         clock=clock,
         stemmer=SuffixStemmer(),
         **kwargs,  # type: ignore[arg-type]
