@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -31,8 +32,8 @@ from lookup_knowledge.domain.answer_check.facts import Fact, FactIndex, FactKind
 from lookup_knowledge.domain.answer_check.text import Folded, find_folded, fold
 from lookup_knowledge.domain.answer_check.words import (
     Stem,
-    content_words,
     coverage,
+    folded_content_words,
     stem_units,
 )
 from lookup_knowledge.domain.projection import ELLIPSIS
@@ -103,21 +104,25 @@ class PreparedEvidence:
 
     @classmethod
     def of(cls, document_id: str, text: str, stem: Stem) -> PreparedEvidence:
-        sentences: list[tuple[int, int, frozenset[str]]] = []
+        folded = fold(text)  # once: sentences take their folded slices through ``origin``
+        spans: list[tuple[int, int]] = []
         start = 0
         for m in _SENTENCE_END.finditer(text):
             if text[start : m.end()].strip():
-                sentences.append(
-                    (start, m.end(), stem_units(content_words(text[start : m.end()]), stem))
-                )
+                spans.append((start, m.end()))
             start = m.end()
         if text[start:].strip():
-            sentences.append((start, len(text), stem_units(content_words(text[start:]), stem)))
+            spans.append((start, len(text)))
+        sentences = []
+        for a, b in spans:
+            fa, fb = bisect_left(folded.origin, a), bisect_left(folded.origin, b)
+            words = folded_content_words(folded.text[fa:fb])
+            sentences.append((a, b, stem_units(words, stem)))
         return cls(
             document_id=document_id,
             text=text,
-            folded=fold(text),
-            units=stem_units(content_words(text), stem),
+            folded=folded,
+            units=stem_units(folded_content_words(folded.text), stem),
             # a `code span` is one identifier, and the facts inside it count too
             facts=extract_facts(text, skip_first_word=False)
             + (extract_facts(text.replace("`", " "), skip_first_word=False) if "`" in text else ()),

@@ -48,8 +48,13 @@ def _cjk_units(run: str) -> list[str]:
 def content_words(text: str) -> list[str]:
     """Folded content tokens of ``text`` (unstemmed): Latin words minus stop words, and
     CJK bigrams, in order, repeats kept."""
+    return folded_content_words(fold_text(text))
+
+
+def folded_content_words(folded: str) -> list[str]:
+    """``content_words`` of a text that is already folded."""
     out: list[str] = []
-    for token in _TOKEN.findall(fold_text(text)):
+    for token in _TOKEN.findall(folded):
         if _CJK_RUN.fullmatch(token):
             out.extend(_cjk_units(token))
         elif token not in STOP_WORDS and not token.isdigit() and len(token) > 1:
