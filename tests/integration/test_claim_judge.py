@@ -1,4 +1,5 @@
-"""The OpenAI-compatible claim judge against a stub chat server on 127.0.0.1."""
+"""The OpenAI-compatible claim judge against a stub chat server on 127.0.0.1, alone and as
+configured in the app (with the embedder's cosine); the checker without an audit store."""
 
 from __future__ import annotations
 
@@ -6,12 +7,14 @@ import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from lookup_knowledge import create_app
 from lookup_knowledge.adapters.answer_check import OpenAICompatibleClaimJudge
-from lookup_knowledge.domain.errors import JudgeError
+from lookup_knowledge.domain.errors import ConfigurationError, JudgeError
 from tests.support.tcp_proxy import closed_port
 
 
@@ -96,3 +99,50 @@ def test_an_unreachable_judge_is_a_judge_error() -> None:
     )
     with pytest.raises(JudgeError, match="unreachable"):
         judge.judge("claim", ["evidence"])
+
+
+def test_the_configured_judge_and_embedder_add_signals_to_recorded_claims(
+    stub: StubChat, tmp_path: Path
+) -> None:
+    corpus = tmp_path / "corpus" / "operations"
+    corpus.mkdir(parents=True)
+    (corpus / "failover.md").write_text(
+        "# Failover\n\nFailover takes about two minutes.\n", encoding="utf-8"
+    )
+    with create_app(
+        overrides={
+            "data-dir": str(tmp_path / "data"),
+            "search.backend": "memory",
+            "embedder.provider": "hashing",
+            "rag.min-relevance": 0.0,
+            "audit.check.use-embedder": True,
+            "audit.check.judge.provider": "openai",
+            "audit.check.judge.base-url": stub.url,
+            "audit.check.judge.model": "nli-small",
+        }
+    ) as app:
+        app.ingest([corpus.parent], root=corpus.parent)
+        result = app.lookup("how long does failover take", session_id="judged")
+        cited = result["evidenceBlocks"][0]["document_id"]
+        stub.reply_with('{"label": "contradicted", "score": 0.7}')
+        check = app.check_answer("judged", f"Failover takes about two minutes [{cited}].")
+        stored = app.answer_checks.get_check(check.id)
+    (claim,) = stored.claims
+    assert claim.verdict.value == "supported"  # the judge never decides
+    assert claim.signals["judge"] == {"label": "contradicted", "score": 0.7, "model": "nli-small"}
+    assert isinstance(claim.signals["cosine"], float)
+
+
+def test_with_the_audit_store_off_there_is_nothing_to_check_against(tmp_path: Path) -> None:
+    with (
+        create_app(
+            overrides={
+                "data-dir": str(tmp_path / "data"),
+                "search.backend": "memory",
+                "embedder.provider": "hashing",
+                "audit.enabled": False,
+            }
+        ) as app,
+        pytest.raises(ConfigurationError, match=r"audit\.enabled"),
+    ):
+        app.check_answer("s", "Failover takes two minutes [a#chunk-0].")
