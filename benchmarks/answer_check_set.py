@@ -153,6 +153,7 @@ def main() -> int:
     for kind, items in sorted(by_kind.items()):
         right = sum(1 for r in items if r.got == r.expect)
         print(f"  {kind:<22} {right}/{len(items)}")
+
     def p95(values: list[float]) -> float:
         ordered = sorted(values)
         return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
