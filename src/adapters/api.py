@@ -31,6 +31,9 @@ from lookup_knowledge.application.health import Health
 from lookup_knowledge.application.ingest import IngestProgress, IngestReport
 from lookup_knowledge.application.lookup import LookupKnowledge, LookupOptions, LookupResult
 from lookup_knowledge.application.ports import (
+    AnswerCheck,
+    AnswerCheckStore,
+    AnswerFormat,
     AuditQueries,
     AuditSchema,
     CitationReport,
@@ -278,6 +281,52 @@ class LookupApp:
         with self._call():
             search: KnowledgeSearchPort = self._container.search()
             return search.fetch_content(keys)
+
+    def check_answer(
+        self,
+        session_id: str,
+        answer: str | Sequence[Any] | Mapping[str, Any] | Any,
+        *,
+        step_id: str | None = None,
+        answer_format: AnswerFormat | str | None = None,
+        persist: bool = True,
+    ) -> AnswerCheck:
+        """Check an answer's claims against the text the session was shown; record the
+        verdicts. ``answer``: prose with bracketed document ids, or a Claude response (its
+        content blocks, the message dict or SDK ``Message``) with ``search_result_location``
+        citations; the format follows from the type unless ``answer_format`` says."""
+        fmt = answer_format or (AnswerFormat.TEXT if isinstance(answer, str) else "anthropic")
+        with self._call():
+            check: AnswerCheck = self._container.check_answer().execute(
+                session_id, answer, step_id=step_id, answer_format=fmt, persist=persist
+            )
+        return check
+
+    async def acheck_answer(
+        self,
+        session_id: str,
+        answer: str | Sequence[Any] | Mapping[str, Any] | Any,
+        *,
+        step_id: str | None = None,
+        answer_format: AnswerFormat | str | None = None,
+        persist: bool = True,
+    ) -> AnswerCheck:
+        """``check_answer`` for asyncio hosts: runs on the app's worker pool."""
+        call = partial(
+            self.check_answer,
+            session_id,
+            answer,
+            step_id=step_id,
+            answer_format=answer_format,
+            persist=persist,
+        )
+        return await self._in_pool(call)
+
+    @property
+    def answer_checks(self) -> AnswerCheckStore:
+        """Recorded answer checks (by session and time)."""
+        store: AnswerCheckStore = self._container.answer_checks()
+        return store
 
     def flush(self, session_id: str | None = None, timeout_s: float = 10.0) -> bool:
         """Wait until spooled audit records (of a session) are in the database."""

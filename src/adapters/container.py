@@ -16,6 +16,11 @@ from typing import Any
 from dependency_injector import containers, providers
 from sqlalchemy.engine import Engine
 
+from lookup_knowledge.adapters.answer_check import (
+    OpenAICompatibleClaimJudge,
+    SearchChunkText,
+    SnowballStemmer,
+)
 from lookup_knowledge.adapters.audit import (
     AlembicAuditSchema,
     AuditSessionState,
@@ -24,6 +29,7 @@ from lookup_knowledge.adapters.audit import (
     create_audit_engine,
     upgrade_database,
 )
+from lookup_knowledge.adapters.audit.answer_checks import SqlAnswerCheckStore, SqlSessionEvidence
 from lookup_knowledge.adapters.config import Settings
 from lookup_knowledge.adapters.embedders import (
     HashingEmbedder,
@@ -44,6 +50,7 @@ from lookup_knowledge.adapters.runtime import (
     SystemClock,
 )
 from lookup_knowledge.adapters.telemetry import OpenTelemetryTelemetry
+from lookup_knowledge.application.answer_check import CheckAnswer
 from lookup_knowledge.application.evaluation import Replay, RunEval
 from lookup_knowledge.application.health import CheckHealth
 from lookup_knowledge.application.ingest import IngestConfig, IngestDocuments
@@ -120,7 +127,9 @@ def _audit_engine(settings: Settings) -> Iterator[Engine]:
 
 
 def _sql_recorder(engine: Engine, settings: Settings) -> Iterator[SqlToolInvocationRecorder]:
-    recorder = SqlToolInvocationRecorder(engine, settings.audit_spool_dir)
+    recorder = SqlToolInvocationRecorder(
+        engine, settings.audit_spool_dir, keep_shown_text=settings.audit.keep_shown_text
+    )
     try:
         yield recorder
     finally:
@@ -131,6 +140,32 @@ def _audit_disabled(*_: Any) -> AuditQueries:
     raise ConfigurationError(
         "audit.enabled", False, "the audit store is switched off; enable it to query audits"
     )
+
+
+def _stemmer(settings: Settings) -> SnowballStemmer:
+    return SnowballStemmer(settings.audit.check.stemmer_language)
+
+
+def _openai_judge(settings: Settings) -> Iterator[OpenAICompatibleClaimJudge]:
+    judge = settings.audit.check.judge
+    client = OpenAICompatibleClaimJudge(
+        base_url=judge.base_url,
+        model=judge.model,
+        api_key=settings.judge_api_key,
+        timeout_s=judge.timeout_s,
+    )
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def _judge_provider(settings: Settings) -> str:
+    return settings.audit.check.judge.provider.value
+
+
+def _check_embedder(settings: Settings, embedder: Any) -> Any:
+    return embedder if settings.audit.check.use_embedder else None
 
 
 def _chunker(settings: Settings) -> MarkdownChunker:
@@ -262,6 +297,36 @@ class Container(containers.DeclarativeContainer):
             sql=audit_queries.provider,
             off=providers.Object(None),
         ),
+    )
+
+    # The answer checker (CheckAnswer): what the agent wrote against what it was shown.
+    session_evidence = providers.Selector(
+        providers.Callable(_audit_mode, settings),
+        sql=providers.Singleton(SqlSessionEvidence, audit_engine),
+        off=providers.Callable(_audit_disabled),
+    )
+    answer_checks = providers.Selector(
+        providers.Callable(_audit_mode, settings),
+        sql=providers.Singleton(SqlAnswerCheckStore, audit_engine),
+        off=providers.Callable(_audit_disabled),
+    )
+    stemmer = providers.Singleton(_stemmer, settings)
+    claim_judge = providers.Selector(
+        providers.Callable(_judge_provider, settings),
+        none=providers.Object(None),
+        openai=providers.Resource(_openai_judge, settings),
+    )
+    check_answer = providers.Factory(
+        CheckAnswer,
+        evidence=session_evidence,
+        store=answer_checks,
+        recorder=recorder,
+        clock=clock,
+        stemmer=stemmer,
+        chunk_text=providers.Singleton(SearchChunkText, search),
+        embedder=providers.Callable(_check_embedder, settings, embedder),
+        judge=claim_judge,
+        settings=providers.Callable(lambda s: s.to_answer_check_settings(), settings),
     )
 
     ranking_metrics = providers.Factory(_ranking_metrics)

@@ -6,8 +6,10 @@
     with create_app() as app:
         serve_stdio(app)            # what ``lookup-knowledge mcp`` runs
 
-The server offers exactly one tool, ``lookup_knowledge``, with the same description and
-input schema as the OpenAI / Anthropic function-calling entries (``tool_schema``). A call
+The server offers ``lookup_knowledge``, with the same description and input schema as the
+OpenAI / Anthropic function-calling entries (``tool_schema``), and ``check_answer(answer)``,
+which checks a draft answer against what this MCP session was shown (``CheckAnswer``) and
+returns the published verdict JSON. A call
 runs ``LookupApp.alookup`` (on the app's worker pool, never on the event loop), so it is
 recorded in the audit store like any other lookup, and returns the tool JSON once, as
 ``structuredContent`` declared by the tool's ``outputSchema``; the text block only says
@@ -50,6 +52,7 @@ import copy
 import hmac
 import ipaddress
 import itertools
+import json
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -63,13 +66,14 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from lookup_knowledge.adapters.api import LookupApp, create_app
+from lookup_knowledge.application.answer_check import answer_check_json
 from lookup_knowledge.application.tool import (
     QUERY_SCHEMA,
     RESULT_SCHEMA,
     TOOL_DESCRIPTION,
     TOOL_NAME,
 )
-from lookup_knowledge.domain.errors import ConfigurationError
+from lookup_knowledge.domain.errors import ConfigurationError, LookupKnowledgeError
 
 __all__ = [
     "CONVERSATION_META_KEY",
@@ -83,6 +87,13 @@ __all__ = [
 
 SESSION_PREFIX = "mcp-"
 CONVERSATION_META_KEY = "lookup-knowledge/conversation-id"
+CHECK_TOOL_NAME = "check_answer"
+CHECK_TOOL_DESCRIPTION = (
+    "Check a draft answer against the evidence lookup_knowledge returned in this session. "
+    "Cite evidence as [document_id]. Returns a verdict per claim: supported, unsupported "
+    "(with reasons: a number, quote or name not in the cited block), uncited or "
+    "invalid_citation. Fix or drop every claim that is not supported before answering."
+)
 _TRANSPORT_SESSION_HEADER = "mcp-session-id"
 
 
@@ -142,6 +153,22 @@ def _session_and_step(
     return connection.session_id, connection.next_step()
 
 
+def _session_of(
+    headers: Mapping[str, str] | None,
+    connection: _ConnectionSession,
+    conversation: str | None = None,
+) -> str:
+    """The audit session of this call, like ``_session_and_step`` but using no step."""
+    if conversation is not None:
+        return f"{SESSION_PREFIX}{conversation}"
+    transport_session = _header(headers, _TRANSPORT_SESSION_HEADER)
+    if transport_session is not None:
+        return f"{SESSION_PREFIX}{transport_session}"
+    if headers is not None:
+        return f"{SESSION_PREFIX}{uuid.uuid4()}"
+    return connection.session_id
+
+
 def _tool_result(payload: dict[str, Any], *, is_error: bool = False) -> CallToolResult:
     """The tool JSON once, as ``structuredContent`` (declared by the tool's
     ``outputSchema``); the text block is a short reading of it (the message and the
@@ -155,6 +182,15 @@ def _tool_result(payload: dict[str, Any], *, is_error: bool = False) -> CallTool
         lines.append("The excerpts are in the structured result (evidenceBlocks[].content).")
     return CallToolResult(
         content=[TextContent(type="text", text="\n".join(lines))],
+        structured_content=payload,
+        is_error=is_error,
+    )
+
+
+def _check_result(payload: dict[str, Any], *, is_error: bool = False) -> CallToolResult:
+    """A check's verdict JSON as ``structuredContent`` and as the text (it is short)."""
+    return CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
         structured_content=payload,
         is_error=is_error,
     )
@@ -195,7 +231,30 @@ def build_mcp_server(app: LookupApp, *, name: str = "lookup-knowledge") -> MCPSe
     # reaches the lookup, which records the call and answers with its error result.
     tool.parameters = copy.deepcopy(QUERY_SCHEMA)
     tool.fn_metadata.output_schema = copy.deepcopy(RESULT_SCHEMA)
-    return MCPServer(name, tools=[tool], lifespan=_per_connection)
+
+    async def check_answer(answer: str, ctx: Context[_ConnectionSession, Any]) -> CallToolResult:
+        request = ctx.request_context
+        session_id = _session_of(ctx.headers, request.lifespan_context, _conversation(request.meta))
+        try:
+            check = await app.acheck_answer(session_id, answer)
+        except LookupKnowledgeError as error:
+            return _check_result({"error": error.code, "message": error.message}, is_error=True)
+        return _check_result(answer_check_json(check))
+
+    checker = Tool.from_function(
+        check_answer,
+        name=CHECK_TOOL_NAME,
+        description=CHECK_TOOL_DESCRIPTION,
+        annotations=ToolAnnotations(
+            title="Check an answer against the evidence shown",
+            read_only_hint=False,  # records the check in the audit store
+            destructive_hint=False,
+            idempotent_hint=False,
+            open_world_hint=False,
+        ),
+        structured_output=False,
+    )
+    return MCPServer(name, tools=[tool, checker], lifespan=_per_connection)
 
 
 def serve_stdio(app: LookupApp) -> None:

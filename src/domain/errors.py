@@ -84,6 +84,12 @@ class AuditUnavailable(AuditError):
     code = "audit_unavailable"
 
 
+class JudgeError(LookupKnowledgeError):
+    """An optional claim judge (NLI / LLM over HTTP) could not give an opinion."""
+
+    code = "judge_error"
+
+
 class NotFoundError(LookupKnowledgeError):
     code = "not_found"
 

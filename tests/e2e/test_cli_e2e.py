@@ -242,3 +242,58 @@ def test_a_failed_lookup_exits_non_zero_with_the_reason_on_stderr(tmp_path: Path
     as_json = user.run("lookup", "anything", "--session", "f", "--json")
     assert as_json.returncode == 1
     assert json.loads(as_json.stdout)["found"] is False
+
+
+def test_a_user_checks_an_answer_and_lists_the_checks(
+    tmp_path: Path, audit_url: str | None
+) -> None:
+    docs = _write_docs(tmp_path)
+    user = User(tmp_path / "data", audit_url)
+    user.ok("ingest", str(docs), "--json")
+    result = json.loads(
+        user.ok(
+            "lookup", "How many requests per second before ERR-429?", "--json", "--session", "chk"
+        )
+    )
+    faq = next(b for b in result["evidenceBlocks"] if "ERR-429 means" in b["content"])
+    cited = faq["document_id"]
+
+    good = user.run(
+        "audit",
+        "check-answer",
+        "--session",
+        "chk",
+        "--answer",
+        f"ERR-429 means the client exceeded 100 requests per second per API key [{cited}].",
+        "--json",
+    )
+    assert good.returncode == 0, good.stderr
+    data = json.loads(good.stdout)
+    assert list(data) == ["checkId", "sessionId", "verdict", "claims"]
+    assert data["verdict"] == "supported"
+    assert data["claims"][0]["citations"] == [{"document_id": cited, "status": "valid"}]
+    assert data["claims"][0]["support"]["document_id"] == cited
+
+    answer_file = tmp_path / "answer.md"
+    answer_file.write_text(
+        f"ERR-429 means the client exceeded 500 requests per second per API key [{cited}].\n"
+        "Invoices are retained for seven years.\n",
+        encoding="utf-8",
+    )
+    bad = user.run("audit", "check-answer", "--session", "chk", "--answer-file", str(answer_file))
+    assert bad.returncode == 1, bad.stderr
+    assert "unsupported" in bad.stdout
+    assert "uncited" in bad.stdout
+    assert "500" in bad.stdout
+
+    usage = user.run("audit", "check-answer", "--session", "chk")
+    assert usage.returncode == 2
+    assert "exactly one of --answer and --answer-file" in usage.stderr
+
+    listed = json.loads(user.ok("audit", "checks", "--session", "chk", "--json"))
+    assert [c["verdict"] for c in listed] == ["supported", "unsupported"]
+    assert listed[0]["checkId"] == data["checkId"]
+    assert "Answer checks" in user.ok("audit", "checks", "--session", "chk")
+    stats = json.loads(user.ok("audit", "stats", "--json"))
+    assert stats["claimsChecked"] == 3
+    assert stats["supportedClaimShare"] == pytest.approx(1 / 3)

@@ -4,6 +4,8 @@
 - ``tests.fakes.audit``: the in-memory audit store, its recorder (``InMemoryRecorder``, the
   one recorder fake: it keeps what the SQL store keeps) and queries, and ``FakeSessionState``.
 - ``tests.fakes.runtime``: ``FakeClock``.
+- ``tests.fakes.answer_check``: the answer checker's ports (shown evidence, chunk text, check
+  records, a stemmer, a scripted judge).
 - ``tests.fakes.lookup``: ``make_lookup``, the use case wired to these fakes.
 """
 

@@ -4,6 +4,7 @@ store under one ``mcp-…`` session per client session."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -20,6 +21,8 @@ from mcp.types import CallToolResult, TextContent
 
 from lookup_knowledge.adapters.api import LookupApp, create_app
 from lookup_knowledge.adapters.mcp_server import (
+    CHECK_TOOL_NAME,
+    CONVERSATION_META_KEY,
     SESSION_PREFIX,
     _ConnectionSession,
     _session_and_step,
@@ -134,15 +137,18 @@ def _shown_ids(app: LookupApp, invocation_id: str) -> list[str]:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_lists_exactly_the_lookup_tool_with_the_shared_schema(app: LookupApp, mode: str) -> None:
+def test_lists_the_lookup_tool_with_the_shared_schema_and_the_checker(
+    app: LookupApp, mode: str
+) -> None:
     async def scenario() -> list[Any]:
         async with Client(build_mcp_server(app), mode=mode) as client:
             return list((await client.list_tools()).tools)
 
     tools = _run(scenario)
 
-    assert [t.name for t in tools] == [TOOL_NAME]
-    (tool,) = tools
+    assert [t.name for t in tools] == [TOOL_NAME, CHECK_TOOL_NAME]
+    tool, checker = tools
+    assert checker.input_schema["required"] == ["answer"]
     assert tool.description == TOOL_DESCRIPTION
     assert tool.input_schema == QUERY_SCHEMA
     assert tool.input_schema["required"] == ["query"]
@@ -350,7 +356,7 @@ def test_serve_stdio_in_a_subprocess_records_one_session(tmp_path: Path, mode: s
 
     names, a, b = _run(scenario)
 
-    assert names == [TOOL_NAME]
+    assert names == [TOOL_NAME, CHECK_TOOL_NAME]
     assert a["found"] is True, a["message"]
     assert _returned_ids(a)[0].startswith("database/failover.md")
     assert b["found"] is True, b["message"]
@@ -370,3 +376,70 @@ def test_serve_stdio_in_a_subprocess_records_one_session(tmp_path: Path, mode: s
         assert [(r.seq, r.step_id, r.status) for r in rows] == [(1, "1", "ok"), (2, "2", "ok")]
         assert _shown_ids(reader, a["invocationId"]) == _returned_ids(a)
         assert _shown_ids(reader, b["invocationId"]) == _returned_ids(b)
+
+
+def _verdicts(result: CallToolResult, *, is_error: bool = False) -> dict[str, Any]:
+    """check_answer's JSON: the structured content, and the same as the text block."""
+    assert result.is_error is is_error, result.content
+    assert result.structured_content is not None
+    (block,) = result.content
+    assert isinstance(block, TextContent)
+    assert json.loads(block.text) == result.structured_content
+    return dict(result.structured_content)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_check_answer_judges_claims_against_what_this_mcp_session_was_shown(
+    app: LookupApp, mode: str
+) -> None:
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        async with Client(build_mcp_server(app), mode=mode) as client:
+            found = _payload(await client.call_tool(TOOL_NAME, {"query": FAILOVER_QUERY}))
+            cited = _returned_ids(found)[0]
+            good = _verdicts(
+                await client.call_tool(
+                    CHECK_TOOL_NAME,
+                    {"answer": f"Failover takes about two minutes [{cited}]."},
+                )
+            )
+            bad = _verdicts(
+                await client.call_tool(
+                    CHECK_TOOL_NAME,
+                    {"answer": f"Failover takes about five minutes [{cited}]."},
+                )
+            )
+        return found, good, bad
+
+    found, good, bad = _run(scenario)
+
+    assert _returned_ids(found)[0].startswith("database/failover.md")
+    assert good["verdict"] == "supported", good
+    assert bad["verdict"] == "unsupported", bad
+    assert any("five minutes" in r for r in bad["claims"][0]["reasons"])
+    # Both checks are recorded under the MCP session of the lookup.
+    (invocation,) = _session_rows(app, good["sessionId"])
+    assert invocation.session_id == bad["sessionId"]
+    assert invocation.session_id.startswith(SESSION_PREFIX)
+
+
+def test_check_answer_uses_the_conversation_named_in_meta(app: LookupApp) -> None:
+    meta = {CONVERSATION_META_KEY: "chat-c"}
+
+    async def scenario() -> tuple[str, dict[str, Any], dict[str, Any]]:
+        async with Client(build_mcp_server(app), mode="legacy") as client:
+            found = _payload(await client.call_tool(TOOL_NAME, {"query": VPN_QUERY}, meta=meta))
+            cited = _returned_ids(found)[0]
+            answer = {"answer": f"Approval takes one business day [{cited}]."}
+            same = _verdicts(await client.call_tool(CHECK_TOOL_NAME, answer, meta=meta))
+        async with Client(build_mcp_server(app), mode="legacy") as other:
+            elsewhere = _verdicts(await other.call_tool(CHECK_TOOL_NAME, answer))
+        return cited, same, elsewhere
+
+    cited, same, elsewhere = _run(scenario)
+    assert same["sessionId"] == "mcp-chat-c"
+    assert same["verdict"] == "supported", same
+    # another MCP session was not shown the block: its citation is not_in_session
+    assert elsewhere["verdict"] == "invalid_citation"
+    assert elsewhere["claims"][0]["citations"] == [
+        {"document_id": cited, "status": "not_in_session"}
+    ]

@@ -123,3 +123,12 @@ def from_json(data: Mapping[str, Any]) -> ToolInvocation:
     if not isinstance(invocation.id, str) or not isinstance(invocation.session_id, str):
         raise TypeError("id and session_id must be strings")
     return invocation
+
+
+def without_shown_text(invocation: ToolInvocation) -> ToolInvocation:
+    """The record with only the hash of each shown block (``audit.keep-shown-text`` false)."""
+    if all(e.shown_text is None for e in invocation.evidence):
+        return invocation
+    return replace(
+        invocation, evidence=tuple(replace(e, shown_text=None) for e in invocation.evidence)
+    )

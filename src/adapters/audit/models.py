@@ -144,13 +144,78 @@ class EvidenceRow(Base):
     projected: Mapped[bool] = mapped_column(Boolean)
     in_context_pack: Mapped[bool] = mapped_column(Boolean)
     content_hash: Mapped[str] = mapped_column(String(128))
+    # The exact text the agent received (revision 0002); NULL when only the hash is kept
+    # (audit.keep-shown-text false) and in rows written before 0002.
+    shown_text: Mapped[str | None] = mapped_column(Text)
 
     invocation: Mapped[ToolInvocationRow] = relationship(back_populates="evidence")
 
     __table_args__ = (
         Index("ix_invocation_evidence_session_document", "session_id", "document_id"),
+        # "which other session was shown this id?" (not_in_session citations)
+        Index("ix_invocation_evidence_document_id", "document_id"),
     )
+
+
+VERDICTS = ("supported", "unsupported", "uncited", "invalid_citation")
+_VERDICT_CHECK = "verdict IN (" + ", ".join(f"'{v}'" for v in VERDICTS) + ")"
+
+
+class AnswerCheckRow(Base):
+    """One checked answer (``CheckAnswer``): its text, hash, overall verdict and counts."""
+
+    __tablename__ = "answer_check"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid(), primary_key=True)
+    session_id: Mapped[str] = mapped_column(String(MAX_ID_CHARS))
+    step_id: Mapped[str | None] = mapped_column(String(MAX_ID_CHARS))
+    answer_format: Mapped[str] = mapped_column(String(16))
+    answer_text: Mapped[str] = mapped_column(Text)
+    answer_hash: Mapped[str] = mapped_column(String(64))
+    verdict: Mapped[str] = mapped_column(String(32))
+    claim_count: Mapped[int] = mapped_column(Integer)
+    supported_count: Mapped[int] = mapped_column(Integer)
+    unsupported_count: Mapped[int] = mapped_column(Integer)
+    uncited_count: Mapped[int] = mapped_column(Integer)
+    invalid_citation_count: Mapped[int] = mapped_column(Integer)
+    pending_in_spool: Mapped[int] = mapped_column(Integer)
+    checker_version: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+    __table_args__ = (
+        CheckConstraint(_VERDICT_CHECK, name="verdict"),
+        Index("ix_answer_check_session_created", "session_id", "created_at"),
+        Index("ix_answer_check_created_at", "created_at"),
+    )
+
+
+class ClaimCheckRow(Base):
+    """One claim of a checked answer: span, cited ids and their status, verdict, reasons,
+    the supporting block and span, and the other signals (JSON)."""
+
+    __tablename__ = "claim_check"
+
+    check_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid(), ForeignKey("answer_check.id", ondelete="CASCADE"), primary_key=True
+    )
+    claim_index: Mapped[int] = mapped_column(Integer, primary_key=True)
+    claim_text: Mapped[str] = mapped_column(Text)
+    span_start: Mapped[int] = mapped_column(Integer)
+    span_end: Mapped[int] = mapped_column(Integer)
+    cited_ids: Mapped[list[Any]] = mapped_column(JSONDocument)
+    citations: Mapped[list[Any]] = mapped_column(JSONDocument)
+    verdict: Mapped[str] = mapped_column(String(32))
+    reasons: Mapped[list[Any]] = mapped_column(JSONDocument)
+    support_document_id: Mapped[str | None] = mapped_column(String(MAX_DOCUMENT_ID_CHARS))
+    support_start: Mapped[int | None] = mapped_column(Integer)
+    support_end: Mapped[int | None] = mapped_column(Integer)
+    support_score: Mapped[float | None] = mapped_column(Float)
+    signals: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
+
+    __table_args__ = (CheckConstraint(_VERDICT_CHECK, name="verdict"),)
 
 
 tool_invocation: Table = Base.metadata.tables["tool_invocation"]
 invocation_evidence: Table = Base.metadata.tables["invocation_evidence"]
+answer_check: Table = Base.metadata.tables["answer_check"]
+claim_check: Table = Base.metadata.tables["claim_check"]

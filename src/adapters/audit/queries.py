@@ -26,6 +26,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import SQLAlchemyError
 
+from lookup_knowledge.adapters.audit.answer_checks import claim_counts
 from lookup_knowledge.adapters.audit.errors import translate
 from lookup_knowledge.adapters.audit.models import invocation_evidence, tool_invocation
 from lookup_knowledge.application.ports import (
@@ -89,6 +90,7 @@ _EVIDENCE_COLUMNS = (
     E.c.projected,
     E.c.in_context_pack,
     E.c.content_hash,
+    E.c.shown_text,
 )
 
 
@@ -152,6 +154,7 @@ def _evidence(m: RowMapping) -> EvidenceView:
         projected=bool(m["projected"]),
         in_context_pack=bool(m["in_context_pack"]),
         content_hash=m["content_hash"],
+        shown_text=m["shown_text"],
     )
 
 
@@ -414,6 +417,7 @@ class SqlAuditQueries(AuditQueries):
             return m, at(50), at(95)
 
         m, p50, p95 = self._run("summarising quality", work)
+        claims = self._run("counting checked claims", lambda c: claim_counts(c, time_range))
         n = int(m["n"])
         return QualitySummary(
             time_range=time_range,
@@ -426,4 +430,6 @@ class SqlAuditQueries(AuditQueries):
             p50_duration_ms=None if p50 is None else float(p50),
             p95_duration_ms=None if p95 is None else float(p95),
             top_documents=self.top_documents(time_range, top_n) if n else (),
+            claims_checked=claims.claims,
+            claims_supported=claims.supported,
         )

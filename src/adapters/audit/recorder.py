@@ -45,7 +45,7 @@ from sqlalchemy import Connection, Engine, exists, func, insert, select
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from lookup_knowledge.adapters.audit.backoff import Backoff
-from lookup_knowledge.adapters.audit.codec import clean_invocation
+from lookup_knowledge.adapters.audit.codec import clean_invocation, without_shown_text
 from lookup_knowledge.adapters.audit.engine import SQLITE_BEGIN_OPTION
 from lookup_knowledge.adapters.audit.errors import is_permanent, is_seq_conflict
 from lookup_knowledge.adapters.audit.models import invocation_evidence, tool_invocation
@@ -118,6 +118,7 @@ def evidence_rows(invocation: ToolInvocation) -> list[dict[str, Any]]:
             "projected": bool(e.projected),
             "in_context_pack": bool(e.in_context_pack),
             "content_hash": e.content_hash,
+            "shown_text": e.shown_text,
         }
         for e in invocation.evidence
     ]
@@ -140,15 +141,18 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
         fsync: bool = True,
         monotonic: Callable[[], float] = time.monotonic,
         background_drain_s: float | None = 1.0,
+        keep_shown_text: bool = True,
     ) -> None:
         """``background_drain_s``: while records are spooled, the background drainer looks
         at least this often (in real seconds) whether the backoff is over; ``None``: no
-        background drainer (records are replayed by ``record`` and ``flush`` only)."""
+        background drainer (records are replayed by ``record`` and ``flush`` only).
+        ``keep_shown_text`` False: store (and spool) only the hash of each shown block."""
         if background_drain_s is not None and not background_drain_s > 0:
             raise ValueError("background_drain_s must be > 0 or None")
         if max_seq_retries < 1:
             raise ValueError("max_seq_retries must be >= 1")
         self._engine = engine
+        self._keep_shown_text = keep_shown_text
         self._is_pg = engine.dialect.name == "postgresql"
         self._is_sqlite = engine.dialect.name == "sqlite"
         self._spool = Spool(spool_dir, fsync=fsync)
@@ -181,6 +185,8 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
 
     def record(self, invocation: ToolInvocation) -> RecordOutcome:
         clean = clean_invocation(invocation)
+        if not self._keep_shown_text:
+            clean = without_shown_text(clean)
         if self._closed:
             return self._keep(clean)
         if len(self._spool):

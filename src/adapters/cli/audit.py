@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from lookup_knowledge.adapters.cli.answer_check import register_answer_commands
 from lookup_knowledge.adapters.cli.context import open_app, parse_when
 from lookup_knowledge.adapters.cli.render import add_row, console, invocations_table, print_json
 from lookup_knowledge.application.ports import InvocationFilter, TimeRange
@@ -202,5 +203,10 @@ def _summary_data(summary: QualitySummary) -> dict[str, object]:
         "meanQuality": summary.mean_quality,
         "p50DurationMs": summary.p50_duration_ms,
         "p95DurationMs": summary.p95_duration_ms,
+        "claimsChecked": summary.claims_checked,
+        "supportedClaimShare": summary.supported_claim_share,
         "topDocuments": summary.top_documents,
     }
+
+
+register_answer_commands(audit_app, open_app)  # audit check-answer, audit checks

@@ -105,6 +105,7 @@ _DEFAULT_TEXT = {
     "audit.database-url": "sqlite:///<data-dir>/audit.db",
     "audit.spool-dir": "<data-dir>/audit-spool",
     "embedder.openai.api-key": "$OPENAI_API_KEY",
+    "audit.check.judge.api-key": "$OPENAI_API_KEY",
 }
 
 

@@ -14,6 +14,7 @@ the key, so one message says what to fix.
 from __future__ import annotations
 
 import os
+import re
 from enum import StrEnum
 from pathlib import Path
 from types import MappingProxyType
@@ -31,7 +32,9 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from lookup_knowledge.application.answer_check import AnswerCheckSettings
 from lookup_knowledge.application.lookup import LookupConfig, PayloadProfile
+from lookup_knowledge.domain.answer_check import DEFAULT_CITATION_PATTERN, CheckThresholds
 from lookup_knowledge.domain.errors import ConfigurationError
 from lookup_knowledge.domain.model import SearchMode
 from lookup_knowledge.domain.projection import ProjectionBudgets
@@ -452,6 +455,75 @@ class EmbedderSettings(_Section):
 # --- audit, ingest, log -----------------------------------------------------------------
 
 
+class JudgeProvider(StrEnum):
+    NONE = "none"
+    OPENAI = "openai"
+
+
+class ClaimJudgeSettings(_Section):
+    provider: JudgeProvider = Field(
+        default=JudgeProvider.NONE,
+        description="none, or openai: an OpenAI-compatible chat endpoint asked for an "
+        "entailed/contradicted/neutral opinion per claim (recorded as a signal only).",
+    )
+    base_url: str = Field(
+        default="http://127.0.0.1:8000/v1", description="Chat completions API base URL."
+    )
+    model: str = Field(default="judge", min_length=1, description="Chat model name.")
+    api_key: OptionalSecret = Field(
+        default=None, description="API key (secret); unset falls back to OPENAI_API_KEY."
+    )
+    timeout_s: Number = Field(default=30.0, gt=0, description="Timeout of one judge call.")
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")) or len(value) <= len("https://"):
+            raise ValueError("must be an http(s):// URL")
+        return value.rstrip("/")
+
+
+class AnswerCheckConfig(_Section):
+    min_coverage: Number = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="Share of a claim's content words (stemmed) the cited text must contain.",
+    )
+    min_cosine: Number = Field(
+        default=0.8,
+        ge=0,
+        le=1,
+        description="With use-embedder: claim-to-block cosine that supports a claim whose "
+        "coverage is at least min-coverage-with-cosine.",
+    )
+    min_coverage_with_cosine: Number = Field(
+        default=0.3, ge=0, le=1, description="Coverage floor when the cosine supports a claim."
+    )
+    use_embedder: bool = Field(
+        default=False, description="Also score claims by cosine with the configured embedder."
+    )
+    citation_pattern: str = Field(
+        default=DEFAULT_CITATION_PATTERN,
+        min_length=1,
+        description="Regex of a citation in an answer; its first group lists document ids "
+        "separated by , or ;.",
+    )
+    stemmer_language: str = Field(
+        default="english", min_length=1, description="Snowball stemmer for lexical coverage."
+    )
+    judge: ClaimJudgeSettings = Field(default_factory=ClaimJudgeSettings)
+
+    @field_validator("citation_pattern")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as error:
+            raise ValueError(f"must be a regular expression ({error})") from None
+        return value
+
+
 class AuditSettings(_Section):
     enabled: bool = Field(default=True, description="Record every lookup in the audit store.")
     database_url: OptionalText = Field(
@@ -464,6 +536,12 @@ class AuditSettings(_Section):
         description="Where records wait while the audit database is unreachable.",
     )
     auto_migrate: bool = Field(default=True, description="Upgrade the audit schema on start-up.")
+    keep_shown_text: bool = Field(
+        default=True,
+        description="Keep the exact text each block showed the agent (false: only its hash; "
+        "the answer checker then re-reads the block and compares hashes).",
+    )
+    check: AnswerCheckConfig = Field(default_factory=AnswerCheckConfig)
 
     @field_validator("database_url")
     @classmethod
@@ -730,6 +808,22 @@ class Settings(BaseSettings):
             quality=QualityThresholds(medium=rag.quality.medium, high=rag.quality.high),
             payload_profile=rag.payload.profile,
         )
+
+    def to_answer_check_settings(self) -> AnswerCheckSettings:
+        check = self.audit.check
+        return AnswerCheckSettings(
+            thresholds=CheckThresholds(
+                min_coverage=check.min_coverage,
+                min_cosine=check.min_cosine,
+                min_coverage_with_cosine=check.min_coverage_with_cosine,
+            ),
+            citation_pattern=check.citation_pattern,
+        )
+
+    @property
+    def judge_api_key(self) -> str | None:
+        key = self.audit.check.judge.api_key
+        return None if key is None else key.get_secret_value()
 
     def domain_dictionary(self) -> dict[str, list[str]]:
         """``rag.domains-file`` entries, then ``rag.domains``; a category in both gets the

@@ -100,6 +100,7 @@ def _shown_evidence(out: StageOutputs) -> tuple[EvidenceRecord, ...]:
                 projected=key in projected,
                 in_context_pack=key in pack_keys,
                 content_hash=hashlib.sha256(shown.encode("utf-8")).hexdigest(),
+                shown_text=shown,
             )
         )
     return tuple(evidence)

@@ -3,6 +3,8 @@
 - ``search``: ``KnowledgeSearchPort`` (read side of the knowledge base), ``Embedder``
 - ``ingest``: ``DocumentSource``, ``Chunker``, ``KnowledgeStore`` (write side)
 - ``audit``: ``ToolInvocationRecorder``, ``AuditQueries``, ``SessionState``
+- ``answer_check``: what the answer checker reads and stores (``SessionEvidenceReader``,
+  ``WordStemmer``, ``ClaimJudge``, ``AnswerCheckStore``, ...)
 - ``evaluation``: ``RankingMetrics``
 - ``runtime``: ``Clock``, ``Telemetry``
 
@@ -13,6 +15,23 @@ implement them; tests use fakes that subclass them. Nothing here knows about Mil
 SQL, HTTP or any framework. Every name is importable from this package.
 """
 
+from lookup_knowledge.application.ports.answer_check import (
+    MAX_OTHER_SESSIONS,
+    AnswerCheck,
+    AnswerCheckFilter,
+    AnswerCheckStore,
+    AnswerCheckSummary,
+    AnswerFormat,
+    CheckedClaim,
+    ClaimCounts,
+    ClaimJudge,
+    CurrentChunkText,
+    JudgeOpinion,
+    SessionEvidenceReader,
+    ShownBlock,
+    WordStemmer,
+    summary_of,
+)
 from lookup_knowledge.application.ports.audit import (
     MAX_CITED_IDS,
     MAX_PAGE_SIZE,
@@ -82,17 +101,27 @@ from lookup_knowledge.application.ports.search import (
 __all__ = [
     "DOCUMENT_FORMATS",
     "MAX_CITED_IDS",
+    "MAX_OTHER_SESSIONS",
     "MAX_PAGE_SIZE",
     "RETRIEVAL_DETAILS_VERSION",
     "STATUSES",
+    "AnswerCheck",
+    "AnswerCheckFilter",
+    "AnswerCheckStore",
+    "AnswerCheckSummary",
+    "AnswerFormat",
     "AuditQueries",
     "AuditSchema",
+    "CheckedClaim",
     "Chunk",
     "ChunkRecord",
     "Chunker",
     "CitationReport",
     "CitationSource",
+    "ClaimCounts",
+    "ClaimJudge",
     "Clock",
+    "CurrentChunkText",
     "DocumentCount",
     "DocumentLoadFailure",
     "DocumentSource",
@@ -103,6 +132,7 @@ __all__ = [
     "InvocationFilter",
     "InvocationPage",
     "InvocationSummary",
+    "JudgeOpinion",
     "KnowledgeSearchHit",
     "KnowledgeSearchPort",
     "KnowledgeSearchRequest",
@@ -115,10 +145,12 @@ __all__ = [
     "RecordOutcome",
     "Run",
     "SearchCapabilities",
+    "SessionEvidenceReader",
     "SessionFilter",
     "SessionPage",
     "SessionState",
     "SessionSummary",
+    "ShownBlock",
     "ShownEvidence",
     "SourceDocument",
     "Span",
@@ -126,6 +158,7 @@ __all__ = [
     "TimeRange",
     "ToolInvocation",
     "ToolInvocationRecorder",
+    "WordStemmer",
     "ascii_lower",
     "check_session_id",
     "check_top_limit",
@@ -133,6 +166,7 @@ __all__ = [
     "nearest_rank_index",
     "normalise_cited",
     "parse_invocation_id",
+    "summary_of",
     "validate_doc_id",
     "validate_invocation",
 ]

@@ -60,6 +60,9 @@ class EvidenceRecord:
     projected: bool
     in_context_pack: bool
     content_hash: str
+    # The exact text the agent received for this block (its hash is ``content_hash``);
+    # None when the store keeps only the hash (``audit.keep-shown-text`` false).
+    shown_text: str | None = None
 
 
 RETRIEVAL_DETAILS_VERSION = 1
@@ -459,6 +462,14 @@ class QualitySummary:
     p50_duration_ms: float | None
     p95_duration_ms: float | None
     top_documents: tuple[DocumentCount, ...]
+    # Claims checked by ``CheckAnswer`` in the range (by check time) and how many held.
+    claims_checked: int = 0
+    claims_supported: int = 0
+
+    @property
+    def supported_claim_share(self) -> float | None:
+        """Share of checked claims that were supported; None when none was checked."""
+        return self.claims_supported / self.claims_checked if self.claims_checked else None
 
     @property
     def no_evidence_rate(self) -> float:

@@ -1,0 +1,193 @@
+"""``audit check-answer`` and ``audit checks``: the answer checker on the command line.
+
+``register_answer_commands(audit_app, open_app)`` adds both commands to the ``audit``
+group; ``open_app`` builds a ``LookupApp`` from the global options (``--config``,
+``--data-dir``). ``check-answer`` exits 0 only when every claim is supported, 1 otherwise;
+usage errors (no answer, both, unreadable file, bad JSON) exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from lookup_knowledge.adapters.cli.context import parse_when
+from lookup_knowledge.adapters.cli.render import console
+from lookup_knowledge.application.answer_check import answer_check_json
+from lookup_knowledge.application.ports import (
+    AnswerCheck,
+    AnswerCheckFilter,
+    AnswerFormat,
+    TimeRange,
+)
+from lookup_knowledge.domain.answer_check import Verdict
+from lookup_knowledge.domain.errors import InvalidInputError
+
+_STYLE = {
+    Verdict.SUPPORTED: "green",
+    Verdict.UNSUPPORTED: "red",
+    Verdict.UNCITED: "yellow",
+    Verdict.INVALID_CITATION: "red",
+}
+
+
+def _json_out(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, ensure_ascii=False, indent=2) + "\n")
+
+
+def _read_answer(answer: str | None, answer_file: Path | None, fmt: AnswerFormat) -> Any:
+    if (answer is None) == (answer_file is None):
+        raise InvalidInputError("give exactly one of --answer and --answer-file")
+    if answer_file is not None:
+        try:
+            text = (
+                sys.stdin.read()
+                if str(answer_file) == "-"
+                else answer_file.read_text(encoding="utf-8")
+            )
+        except OSError as error:
+            raise InvalidInputError(f"cannot read {answer_file}: {error.strerror}") from None
+    else:
+        assert answer is not None
+        text = answer
+    if fmt is AnswerFormat.TEXT:
+        return text
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InvalidInputError(
+            f"--format anthropic needs the Claude response as JSON: {error}"
+        ) from None
+
+
+def _claims_table(check: AnswerCheck) -> Table:
+    table = Table(title=f"Answer check {check.id} (session {check.session_id})")
+    for column in ("#", "verdict", "cited", "reason / support", "claim"):
+        table.add_column(column, overflow="fold")
+    for claim in check.claims:
+        cited = "\n".join(f"{c.document_id} ({c.status.value})" for c in claim.citations) or "-"
+        if claim.support is not None:
+            detail = (
+                f"{claim.support.document_id}[{claim.support.start}:{claim.support.end}] "
+                f"score {claim.support.score:.2f}"
+            )
+        else:
+            detail = "; ".join(claim.reasons) or "-"
+        table.add_row(
+            Text(str(claim.index)),
+            Text(claim.verdict.value, style=_STYLE[claim.verdict]),
+            Text(cited),
+            Text(detail),
+            Text(" ".join(claim.text.split())),
+        )
+    return table
+
+
+def register_answer_commands(audit_app: typer.Typer, open_app: Callable[[], Any]) -> None:
+    out = console()
+    err = console(stderr=True)
+
+    @audit_app.command("check-answer")
+    def check_answer(
+        session: Annotated[str, typer.Option(help="The agent's session id.")],
+        answer: Annotated[
+            str | None, typer.Option(help="The answer text (or Claude JSON with --format).")
+        ] = None,
+        answer_file: Annotated[
+            Path | None,
+            typer.Option("--answer-file", help="Read the answer from a file (- = stdin)."),
+        ] = None,
+        answer_format: Annotated[
+            AnswerFormat,
+            typer.Option(
+                "--format",
+                help="text: prose with [document_id] citations; anthropic: a Claude response "
+                "(message or content blocks) with search_result_location citations.",
+            ),
+        ] = AnswerFormat.TEXT,
+        step: Annotated[str | None, typer.Option(help="Step id the answer belongs to.")] = None,
+        as_json: Annotated[bool, typer.Option("--json")] = False,
+    ) -> None:
+        """Check each claim of an answer against what the session was shown; record it.
+
+        Exits 0 only when every claim is supported."""
+        payload = _read_answer(answer, answer_file, answer_format)
+        with open_app() as lookup_app:
+            check: AnswerCheck = lookup_app.check_answer(
+                session, payload, step_id=step, answer_format=answer_format
+            )
+        if as_json:
+            _json_out(answer_check_json(check))
+        else:
+            out.print(_claims_table(check))
+            out.print(
+                f"verdict: [bold]{check.verdict.value}[/]  claims: {len(check.claims)}  "
+                f"supported: {check.count(Verdict.SUPPORTED)}"
+            )
+        if not check.conclusive:
+            err.print(
+                f"{check.pending_in_spool} record(s) of this session are still spooled; "
+                "'unknown' citations may not be final"
+            )
+        if not check.all_supported:
+            raise typer.Exit(1)
+
+    @audit_app.command("checks")
+    def checks(
+        session: Annotated[str | None, typer.Option(help="Only this session.")] = None,
+        since: Annotated[str | None, typer.Option(help="ISO date/time (inclusive).")] = None,
+        until: Annotated[str | None, typer.Option(help="ISO date/time (exclusive).")] = None,
+        limit: Annotated[int, typer.Option(help="Page size.")] = 50,
+        offset: Annotated[int, typer.Option(help="Rows to skip.")] = 0,
+        as_json: Annotated[bool, typer.Option("--json")] = False,
+    ) -> None:
+        """List recorded answer checks (oldest first) with their verdict counts."""
+        query = AnswerCheckFilter(
+            session_id=session,
+            time_range=TimeRange(parse_when(since, "--since"), parse_when(until, "--until")),
+            limit=limit,
+            offset=offset,
+        )
+        with open_app() as lookup_app:
+            items = lookup_app.answer_checks.list_checks(query)
+        if as_json:
+            _json_out(
+                [
+                    {
+                        "checkId": s.id,
+                        "sessionId": s.session_id,
+                        "stepId": s.step_id,
+                        "verdict": s.verdict.value,
+                        "claims": s.claim_count,
+                        "supported": s.supported_count,
+                        "unsupported": s.unsupported_count,
+                        "uncited": s.uncited_count,
+                        "invalidCitation": s.invalid_citation_count,
+                        "checkerVersion": s.checker_version,
+                        "createdAt": s.created_at.isoformat(),
+                    }
+                    for s in items
+                ]
+            )
+            return
+        table = Table(title="Answer checks")
+        for column in ("created", "session", "step", "verdict", "claims", "supported", "id"):
+            table.add_column(column, overflow="fold")
+        for s in items:
+            table.add_row(
+                Text(s.created_at.strftime("%Y-%m-%d %H:%M:%S")),
+                Text(s.session_id),
+                Text(s.step_id or "-"),
+                Text(s.verdict.value, style=_STYLE[s.verdict]),
+                Text(str(s.claim_count)),
+                Text(str(s.supported_count)),
+                Text(s.id),
+            )
+        out.print(table)

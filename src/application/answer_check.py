@@ -1,0 +1,373 @@
+"""``CheckAnswer``: is what the agent wrote supported by what its session was shown?
+
+``VerifyCitations`` answers "was this document_id returned in this session?"; this use
+case asks the next question of every claim in an answer: do its cited ids point at blocks
+the session saw, do its quotes occur in them, do its numbers, codes and names, and do its
+words, mostly? The rules are the domain's (``domain.answer_check``); this module gathers
+their inputs through small ports (``application.ports.answer_check``) and records the
+verdicts beside the invocations:
+
+* ``SessionEvidenceReader`` - the blocks a session was shown, with the exact text
+  (``shown_text``) where the store kept it, and which other sessions got an id;
+* ``CurrentChunkText`` - a block's current text from the knowledge store, for records that
+  kept only a hash (``audit.keep-shown-text`` false, or written before the text was kept):
+  the text is used only if it hashes to what was shown, else "evidence changed since shown";
+* ``WordStemmer`` - stems for lexical coverage; ``Embedder`` (optional) - claim-to-block
+  cosine; ``ClaimJudge`` (optional) - an NLI/LLM opinion recorded as a signal, never a
+  verdict;
+* ``AnswerCheckStore`` - the ``answer_check`` / ``claim_check`` records.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import MappingProxyType
+from typing import Any
+
+from lookup_knowledge.application.ids import uuid7
+from lookup_knowledge.application.ports import (
+    MAX_OTHER_SESSIONS,
+    AnswerCheck,
+    AnswerCheckStore,
+    AnswerFormat,
+    CheckedClaim,
+    ClaimJudge,
+    Clock,
+    CurrentChunkText,
+    Embedder,
+    SessionEvidenceReader,
+    ToolInvocationRecorder,
+    WordStemmer,
+    check_session_id,
+)
+from lookup_knowledge.domain.answer_check import (
+    CHECKER_VERSION,
+    DEFAULT_CITATION_PATTERN,
+    CheckThresholds,
+    CitationStatus,
+    CitationSyntax,
+    CitationVerdict,
+    Claim,
+    ClaimVerdict,
+    EvidenceText,
+    PreparedEvidence,
+    Verdict,
+    assess_claim,
+    claims_from_claude,
+    overall_verdict,
+    shown_text_from,
+    split_claims,
+)
+from lookup_knowledge.domain.errors import (
+    ConfigurationError,
+    InvalidInputError,
+    LookupKnowledgeError,
+)
+
+MAX_ANSWER_CHARS = 200_000
+MAX_CLAIMS = 500
+CHANGED_SINCE_SHOWN = "evidence changed since shown"
+
+
+# --------------------------------------------------------------------------- JSON
+
+
+def answer_check_json(check: AnswerCheck) -> dict[str, Any]:
+    """The published shape (``audit check-answer --json``, the MCP tool): other tools rely
+    on these names."""
+    return {
+        "checkId": check.id,
+        "sessionId": check.session_id,
+        "verdict": check.verdict.value,
+        "claims": [
+            {
+                "index": c.index,
+                "text": c.text,
+                "start": c.start,
+                "end": c.end,
+                "citations": [
+                    {"document_id": v.document_id, "status": v.status.value} for v in c.citations
+                ],
+                "verdict": c.verdict.value,
+                "reasons": list(c.reasons),
+                "support": (
+                    None
+                    if c.support is None
+                    else {
+                        "document_id": c.support.document_id,
+                        "start": c.support.start,
+                        "end": c.support.end,
+                        "score": c.support.score,
+                    }
+                ),
+            }
+            for c in check.claims
+        ],
+    }
+
+
+# --------------------------------------------------------------------------- use case
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerCheckSettings:
+    thresholds: CheckThresholds = field(default_factory=CheckThresholds)
+    citation_pattern: str = DEFAULT_CITATION_PATTERN
+
+    def __post_init__(self) -> None:
+        try:
+            CitationSyntax(self.citation_pattern)
+        except ValueError as error:
+            raise ConfigurationError(
+                "audit.check.citation-pattern", self.citation_pattern, str(error)
+            ) from None
+
+
+def _answer_text(answer: object) -> str:
+    if not isinstance(answer, str) or not answer.strip():
+        raise InvalidInputError("answer must be a non-empty string")
+    if len(answer) > MAX_ANSWER_CHARS:
+        raise InvalidInputError(f"answer is longer than {MAX_ANSWER_CHARS} characters")
+    return answer
+
+
+def claude_content(answer: object) -> Sequence[object]:
+    """The content blocks of a Claude response given as the message (a mapping or an SDK
+    ``Message`` with ``content``) or as the block list itself."""
+    content = answer.get("content") if isinstance(answer, Mapping) else answer
+    if not isinstance(content, Sequence) and hasattr(answer, "content"):
+        content = answer.content
+    if isinstance(content, str) or not isinstance(content, Sequence):
+        raise InvalidInputError(
+            "a Claude answer must be a list of content blocks or a message with 'content'"
+        )
+    return content
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=False))
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norm if norm else 0.0
+
+
+class CheckAnswer:
+    """Checks an answer's claims against the evidence its session was shown, records the
+    verdicts (``persist``) and returns them. Flushes the session's spooled audit records
+    first, like ``VerifyCitations``."""
+
+    def __init__(
+        self,
+        *,
+        evidence: SessionEvidenceReader,
+        store: AnswerCheckStore,
+        recorder: ToolInvocationRecorder,
+        clock: Clock,
+        stemmer: WordStemmer,
+        chunk_text: CurrentChunkText | None = None,
+        embedder: Embedder | None = None,
+        judge: ClaimJudge | None = None,
+        settings: AnswerCheckSettings | None = None,
+        flush_timeout_s: float = 5.0,
+    ) -> None:
+        self._evidence = evidence
+        self._store = store
+        self._recorder = recorder
+        self._clock = clock
+        self._stemmer = stemmer
+        self._chunk_text = chunk_text
+        self._embedder = embedder
+        self._judge = judge
+        self._settings = settings or AnswerCheckSettings()
+        self._syntax = CitationSyntax(self._settings.citation_pattern)
+        self._flush_timeout_s = flush_timeout_s
+
+    def execute(
+        self,
+        session_id: str,
+        answer: object,
+        *,
+        step_id: str | None = None,
+        answer_format: AnswerFormat | str = AnswerFormat.TEXT,
+        persist: bool = True,
+    ) -> AnswerCheck:
+        check_session_id(session_id)
+        if step_id is not None and (not isinstance(step_id, str) or not 0 < len(step_id) <= 255):
+            raise InvalidInputError("step_id must be a string of 1..255 characters")
+        try:
+            fmt = AnswerFormat(answer_format)
+        except ValueError:
+            raise InvalidInputError(
+                f"unknown answer format {answer_format!r}; use text or anthropic"
+            ) from None
+        if fmt is AnswerFormat.TEXT:
+            text = _answer_text(answer)
+            claims = split_claims(text, self._syntax)
+        else:
+            text, claims = claims_from_claude(claude_content(answer), self._syntax)
+            _answer_text(text)
+        if len(claims) > MAX_CLAIMS:
+            raise InvalidInputError(f"the answer has more than {MAX_CLAIMS} claims")
+
+        self._recorder.flush(session_id, self._flush_timeout_s)
+        pending = self._recorder.pending_count(session_id)
+        now = self._clock.now()
+        cited = tuple(dict.fromkeys(d for c in claims for d in c.cited_ids))
+        statuses, texts = self._gather(session_id, cited, now)
+        stem = self._stemmer.stem
+        cosines = self._cosines(claims, texts)
+        verdicts = [
+            assess_claim(
+                claim,
+                statuses,
+                texts,
+                stem,
+                self._settings.thresholds,
+                cosines.get(claim.index),
+            )
+            for claim in claims
+        ]
+        checked = tuple(self._recorded(v, texts) for v in verdicts)
+        check = AnswerCheck(
+            id=str(uuid7(now)),
+            session_id=session_id,
+            step_id=step_id,
+            answer_format=fmt,
+            answer_text=text,
+            answer_hash=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+            verdict=overall_verdict(verdicts),
+            claims=checked,
+            checker_version=CHECKER_VERSION,
+            created_at=now,
+            pending_in_spool=pending,
+        )
+        if persist:
+            self._store.save(check)
+        return check
+
+    # ------------------------------------------------------------------ inputs
+
+    def _gather(
+        self, session_id: str, cited: Sequence[str], now: datetime
+    ) -> tuple[dict[str, CitationVerdict], dict[str, list[EvidenceText]]]:
+        if not cited:
+            return {}, {}
+        shown = self._evidence.shown_blocks(session_id, cited, now)
+        missing = [d for d in cited if d not in shown]
+        elsewhere = (
+            self._evidence.sessions_returning(missing, session_id, MAX_OTHER_SESSIONS)
+            if missing
+            else {}
+        )
+        statuses: dict[str, CitationVerdict] = {}
+        for d in cited:
+            if d in shown:
+                statuses[d] = CitationVerdict(d, CitationStatus.VALID)
+            elif elsewhere.get(d):
+                statuses[d] = CitationVerdict(d, CitationStatus.NOT_IN_SESSION, elsewhere[d])
+            else:
+                statuses[d] = CitationVerdict(d, CitationStatus.UNKNOWN)
+        need_fetch = sorted(
+            {b.document_id for bs in shown.values() for b in bs if b.shown_text is None}
+        )
+        current: dict[str, str] = {}
+        if need_fetch and self._chunk_text is not None:
+            try:
+                current = self._chunk_text.fetch_content(need_fetch)
+            except LookupKnowledgeError:
+                current = {}
+        stem = self._stemmer.stem
+        texts: dict[str, list[EvidenceText]] = {}
+        for d, blocks in shown.items():
+            seen: set[str] = set()
+            for block in blocks:
+                if block.content_hash in seen:
+                    continue  # shown twice, same text
+                seen.add(block.content_hash)
+                text = block.shown_text
+                problem = None
+                if text is None:
+                    if d not in current:
+                        problem = "shown text not kept and the block is no longer in the store"
+                    else:
+                        text = shown_text_from(current[d], block.content_hash)
+                        problem = None if text is not None else CHANGED_SINCE_SHOWN
+                prepared = None if text is None else PreparedEvidence.of(d, text, stem)
+                texts.setdefault(d, []).append(EvidenceText(d, prepared, problem))
+        return statuses, texts
+
+    def _cosines(
+        self, claims: Sequence[Claim], texts: Mapping[str, Sequence[EvidenceText]]
+    ) -> dict[int, dict[str, float]]:
+        if self._embedder is None:
+            return {}
+        wanted = [c for c in claims if any(d in texts for d in c.cited_ids)]
+        blocks = {
+            e.document_id: e.prepared.text
+            for items in texts.values()
+            for e in items
+            if e.prepared is not None
+        }
+        if not wanted or not blocks:
+            return {}
+        ids = list(blocks)
+        vectors = self._embedder.embed_documents(
+            [c.text for c in wanted] + [blocks[d] for d in ids]
+        )
+        block_vectors = dict(zip(ids, vectors[len(wanted) :], strict=True))
+        out: dict[int, dict[str, float]] = {}
+        for claim, vector in zip(wanted, vectors[: len(wanted)], strict=True):
+            out[claim.index] = {
+                d: _cosine(vector, block_vectors[d]) for d in claim.cited_ids if d in block_vectors
+            }
+        return out
+
+    def _recorded(
+        self, verdict: ClaimVerdict, texts: Mapping[str, Sequence[EvidenceText]]
+    ) -> CheckedClaim:
+        claim = verdict.claim
+        signals: dict[str, object] = {}
+        if verdict.coverage is not None:
+            signals["coverage"] = round(verdict.coverage, 4)
+        if verdict.cosine is not None:
+            signals["cosine"] = round(verdict.cosine, 4)
+        if verdict.missing:
+            signals["missing"] = list(verdict.missing)
+        if verdict.quotes:
+            signals["quotes"] = [
+                {"text": q.text, "document_id": q.document_id, "start": q.start, "end": q.end}
+                for q in verdict.quotes
+            ]
+        if claim.facts:
+            signals["facts"] = [{"kind": f.kind.value, "key": f.key} for f in claim.facts]
+        if self._judge is not None and verdict.verdict in (Verdict.SUPPORTED, Verdict.UNSUPPORTED):
+            shown = [
+                e.prepared.text
+                for d in claim.cited_ids
+                for e in texts.get(d, ())
+                if e.prepared is not None
+            ]
+            if shown:
+                signals["judge"] = self._ask_judge(claim.text, shown)
+        return CheckedClaim(
+            index=claim.index,
+            text=claim.text,
+            start=claim.start,
+            end=claim.end,
+            citations=verdict.citations,
+            verdict=verdict.verdict,
+            reasons=verdict.reasons,
+            support=verdict.support,
+            signals=MappingProxyType(signals),
+        )
+
+    def _ask_judge(self, claim: str, evidence: Sequence[str]) -> dict[str, object]:
+        assert self._judge is not None
+        try:
+            opinion = self._judge.judge(claim, evidence)
+        except LookupKnowledgeError as error:
+            return {"error": f"{error.code}: {error.message}"}
+        return {"label": opinion.label, "score": opinion.score, "model": opinion.model}

@@ -1,0 +1,218 @@
+"""Answer-checking ports: what a session was shown (``SessionEvidenceReader``), a block's
+current text (``CurrentChunkText``), stems (``WordStemmer``), an optional judge
+(``ClaimJudge``) and the check records (``AnswerCheckStore``), with the values they carry.
+The use case is ``application.answer_check.CheckAnswer``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from types import MappingProxyType
+
+from lookup_knowledge.application.ports.audit import TimeRange, check_session_id
+from lookup_knowledge.domain.answer_check import CitationVerdict, SupportSpan, Verdict
+from lookup_knowledge.domain.errors import InvalidInputError
+
+MAX_OTHER_SESSIONS = 5
+_NO_SIGNALS: Mapping[str, object] = MappingProxyType({})
+
+
+class AnswerFormat(StrEnum):
+    TEXT = "text"  # prose with bracketed document ids
+    ANTHROPIC = "anthropic"  # a Claude response's content blocks with search_result citations
+
+
+# --------------------------------------------------------------------------- ports
+
+
+@dataclass(frozen=True, slots=True)
+class ShownBlock:
+    """One time a session was shown a block."""
+
+    document_id: str
+    invocation_id: str
+    seq: int
+    rank: int
+    step_id: str | None
+    started_at: datetime
+    content_hash: str
+    shown_text: str | None  # None: the store kept only the hash
+
+
+class SessionEvidenceReader(ABC):
+    """What sessions were shown. Raises ``AuditError`` subclasses only."""
+
+    @abstractmethod
+    def shown_blocks(
+        self, session_id: str, document_ids: Sequence[str], as_of: datetime
+    ) -> dict[str, tuple[ShownBlock, ...]]:
+        """Every showing of the ids in the session that started at or before ``as_of``,
+        oldest first; ids never shown are absent."""
+
+    @abstractmethod
+    def sessions_returning(
+        self, document_ids: Sequence[str], exclude_session_id: str, limit: int = MAX_OTHER_SESSIONS
+    ) -> dict[str, tuple[str, ...]]:
+        """For each id: up to ``limit`` other sessions it was returned to (sorted)."""
+
+
+class CurrentChunkText(ABC):
+    """A block's current text in the knowledge store, by document_id."""
+
+    @abstractmethod
+    def fetch_content(self, document_ids: Sequence[str]) -> dict[str, str]: ...
+
+
+class WordStemmer(ABC):
+    """Stems words (lower-case, one per item) for lexical coverage."""
+
+    @abstractmethod
+    def stem(self, words: Sequence[str]) -> list[str]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeOpinion:
+    label: str  # "entailed" | "contradicted" | "neutral"
+    score: float | None = None
+    model: str = ""
+
+
+class ClaimJudge(ABC):
+    """An optional NLI or LLM judge. Raises ``JudgeError`` when it cannot answer."""
+
+    @abstractmethod
+    def judge(self, claim: str, evidence: Sequence[str]) -> JudgeOpinion: ...
+
+
+# --------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedClaim:
+    """One claim's verdict as recorded (and as read back from the store)."""
+
+    index: int
+    text: str
+    start: int
+    end: int
+    citations: tuple[CitationVerdict, ...]
+    verdict: Verdict
+    reasons: tuple[str, ...] = ()
+    support: SupportSpan | None = None
+    # Everything else the checker saw: quotes found (offsets), facts missing, coverage,
+    # cosine, the judge's opinion. Plain JSON values.
+    signals: Mapping[str, object] = field(default_factory=lambda: _NO_SIGNALS)
+
+    @property
+    def cited_ids(self) -> tuple[str, ...]:
+        return tuple(c.document_id for c in self.citations)
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerCheck:
+    id: str
+    session_id: str
+    step_id: str | None
+    answer_format: AnswerFormat
+    answer_text: str
+    answer_hash: str
+    verdict: Verdict
+    claims: tuple[CheckedClaim, ...]
+    checker_version: str
+    created_at: datetime
+    pending_in_spool: int = 0
+
+    def count(self, verdict: Verdict) -> int:
+        return sum(1 for c in self.claims if c.verdict is verdict)
+
+    @property
+    def all_supported(self) -> bool:
+        return all(c.verdict is Verdict.SUPPORTED for c in self.claims)
+
+    @property
+    def conclusive(self) -> bool:
+        """False when some of the session's records were still spooled: an ``unknown``
+        citation may then be one the database has not received yet."""
+        return self.pending_in_spool == 0
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerCheckSummary:
+    id: str
+    session_id: str
+    step_id: str | None
+    verdict: Verdict
+    claim_count: int
+    supported_count: int
+    unsupported_count: int
+    uncited_count: int
+    invalid_citation_count: int
+    checker_version: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerCheckFilter:
+    session_id: str | None = None
+    time_range: TimeRange = field(default_factory=TimeRange)
+    limit: int = 50
+    offset: int = 0
+    newest_first: bool = False
+
+    def __post_init__(self) -> None:
+        if self.session_id is not None:
+            check_session_id(self.session_id)
+        if isinstance(self.limit, bool) or not 1 <= self.limit <= 1000:
+            raise InvalidInputError("limit must be between 1 and 1000")
+        if isinstance(self.offset, bool) or self.offset < 0:
+            raise InvalidInputError("offset must be >= 0")
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimCounts:
+    """Checked claims in a time range; ``supported_share`` is None when there are none."""
+
+    checks: int = 0
+    claims: int = 0
+    supported: int = 0
+
+    @property
+    def supported_share(self) -> float | None:
+        return self.supported / self.claims if self.claims else None
+
+
+class AnswerCheckStore(ABC):
+    """The ``answer_check`` / ``claim_check`` records. Raises ``AuditError`` subclasses,
+    ``NotFoundError`` for an unknown check id."""
+
+    @abstractmethod
+    def save(self, check: AnswerCheck) -> None: ...
+
+    @abstractmethod
+    def list_checks(self, query: AnswerCheckFilter) -> tuple[AnswerCheckSummary, ...]: ...
+
+    @abstractmethod
+    def get_check(self, check_id: str) -> AnswerCheck: ...
+
+    @abstractmethod
+    def claim_counts(self, time_range: TimeRange) -> ClaimCounts: ...
+
+
+def summary_of(check: AnswerCheck) -> AnswerCheckSummary:
+    return AnswerCheckSummary(
+        id=check.id,
+        session_id=check.session_id,
+        step_id=check.step_id,
+        verdict=check.verdict,
+        claim_count=len(check.claims),
+        supported_count=check.count(Verdict.SUPPORTED),
+        unsupported_count=check.count(Verdict.UNSUPPORTED),
+        uncited_count=check.count(Verdict.UNCITED),
+        invalid_citation_count=check.count(Verdict.INVALID_CITATION),
+        checker_version=check.checker_version,
+        created_at=check.created_at,
+    )

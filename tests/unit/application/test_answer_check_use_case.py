@@ -1,0 +1,240 @@
+"""``CheckAnswer`` with fakes: statuses, kept and hash-only evidence, the optional judge
+and embedder, records, the published JSON."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from lookup_knowledge.application.answer_check import CheckAnswer, answer_check_json
+from lookup_knowledge.application.ports import AnswerCheckFilter, AnswerFormat, TimeRange
+from lookup_knowledge.domain.answer_check import Verdict
+from lookup_knowledge.domain.errors import InvalidInputError
+from lookup_knowledge.domain.projection import ELLIPSIS
+from tests.fakes import FakeClock, FakeEmbedder, InMemoryRecorder
+from tests.fakes.answer_check import (
+    FakeChunkText,
+    FakeSessionEvidence,
+    InMemoryAnswerCheckStore,
+    ScriptedJudge,
+    SuffixStemmer,
+)
+
+POOL = "PgBouncer keeps 20 server connections per pool. Error PG-53300 means too many clients."
+FAILOVER = "Failover takes about two minutes. Announce it in the incident channel first."
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def evidence(clock: FakeClock) -> FakeSessionEvidence:
+    shown = FakeSessionEvidence()
+    at = clock.now()
+    shown.show("s-1", "db#chunk-0", POOL, at)
+    shown.show("s-1", "ops#chunk-0", FAILOVER, at)
+    shown.show("s-2", "db#chunk-9", "Vacuum runs nightly at 02:00.", at)
+    return shown
+
+
+def checker(
+    evidence: FakeSessionEvidence,
+    clock: FakeClock,
+    store: InMemoryAnswerCheckStore | None = None,
+    **kwargs: object,
+) -> CheckAnswer:
+    return CheckAnswer(
+        evidence=evidence,
+        store=store or InMemoryAnswerCheckStore(),
+        recorder=InMemoryRecorder(),
+        clock=clock,
+        stemmer=SuffixStemmer(),
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def test_each_claim_gets_a_verdict_and_the_check_is_recorded(
+    evidence: FakeSessionEvidence, clock: FakeClock
+) -> None:
+    store = InMemoryAnswerCheckStore()
+    check = checker(evidence, clock, store).execute(
+        "s-1",
+        "PgBouncer keeps 20 server connections per pool [db#chunk-0]. "
+        "Failover takes about five minutes [ops#chunk-0]. "
+        "Vacuum runs nightly [db#chunk-9]. "
+        "Replicas lag by 16 MB [nope#chunk-1]. "
+        "Error PG-53300 means too many clients.",
+        step_id="7",
+    )
+    assert [c.verdict for c in check.claims] == [
+        Verdict.SUPPORTED,
+        Verdict.UNSUPPORTED,
+        Verdict.INVALID_CITATION,
+        Verdict.INVALID_CITATION,
+        Verdict.UNCITED,
+    ]
+    assert check.verdict is Verdict.INVALID_CITATION
+    assert check.claims[1].reasons == ('number "five minutes" is not in the cited evidence',)
+    assert check.claims[2].reasons == (
+        "db#chunk-9: not returned in this session (returned in session s-2)",
+    )
+    assert check.claims[3].citations[0].status.value == "unknown"
+    assert store.get_check(check.id) == check
+    (summary,) = store.list_checks(AnswerCheckFilter(session_id="s-1"))
+    assert (summary.claim_count, summary.supported_count, summary.step_id) == (5, 1, "7")
+
+
+def test_the_published_json_has_exactly_the_documented_shape(
+    evidence: FakeSessionEvidence, clock: FakeClock
+) -> None:
+    check = checker(evidence, clock).execute("s-1", "PG-53300 means too many clients [db#chunk-0].")
+    data = answer_check_json(check)
+    assert list(data) == ["checkId", "sessionId", "verdict", "claims"]
+    (claim,) = data["claims"]
+    assert list(claim) == [
+        "index",
+        "text",
+        "start",
+        "end",
+        "citations",
+        "verdict",
+        "reasons",
+        "support",
+    ]
+    assert claim["citations"] == [{"document_id": "db#chunk-0", "status": "valid"}]
+    assert claim["verdict"] == "supported"
+    assert list(claim["support"]) == ["document_id", "start", "end", "score"]
+    assert POOL[claim["support"]["start"] : claim["support"]["end"]] == (
+        "Error PG-53300 means too many clients."
+    )
+
+
+def test_hash_only_evidence_is_reread_and_used_only_while_it_hashes_the_same(
+    clock: FakeClock,
+) -> None:
+    shown = FakeSessionEvidence()
+    excerpt = FAILOVER[:20] + ELLIPSIS  # a block cut to the projection budget
+    shown.show("s-1", "ops#chunk-0", excerpt, clock.now(), keep_text=False)
+    shown.show("s-1", "db#chunk-0", POOL, clock.now(), keep_text=False)
+    current = FakeChunkText({"ops#chunk-0": FAILOVER, "db#chunk-0": POOL.replace("20", "50")})
+    check = checker(shown, clock, chunk_text=current).execute(
+        "s-1", "Failover takes about [ops#chunk-0]. PgBouncer keeps 20 connections [db#chunk-0]."
+    )
+    same, changed = check.claims
+    assert same.verdict is Verdict.SUPPORTED
+    assert changed.verdict is Verdict.UNSUPPORTED
+    assert changed.reasons == ("db#chunk-0: evidence changed since shown",)
+    assert current.fetched == [("db#chunk-0", "ops#chunk-0")]
+
+
+def test_hash_only_evidence_without_a_knowledge_store_is_reported(clock: FakeClock) -> None:
+    shown = FakeSessionEvidence()
+    shown.show("s-1", "db#chunk-0", POOL, clock.now(), keep_text=False)
+    (claim,) = (
+        checker(shown, clock, chunk_text=FakeChunkText())
+        .execute("s-1", "PgBouncer keeps 20 connections [db#chunk-0].")
+        .claims
+    )
+    assert claim.verdict is Verdict.UNSUPPORTED
+    assert "no longer in the store" in claim.reasons[0]
+
+
+def test_evidence_shown_after_the_check_does_not_count(clock: FakeClock) -> None:
+    shown = FakeSessionEvidence()
+    shown.show("s-1", "db#chunk-0", POOL, clock.now() + timedelta(hours=1))
+    (claim,) = (
+        checker(shown, clock).execute("s-1", "PG-53300 means too many clients [db#chunk-0].").claims
+    )
+    assert claim.verdict is Verdict.INVALID_CITATION
+
+
+def test_the_judge_adds_a_signal_but_never_changes_the_verdict(
+    evidence: FakeSessionEvidence, clock: FakeClock
+) -> None:
+    judge = ScriptedJudge("contradicted")
+    (claim,) = (
+        checker(evidence, clock, judge=judge)
+        .execute("s-1", "PG-53300 means too many clients [db#chunk-0].")
+        .claims
+    )
+    assert claim.verdict is Verdict.SUPPORTED
+    assert claim.signals["judge"] == {"label": "contradicted", "score": 0.9, "model": "scripted"}
+    assert judge.calls == [("PG-53300 means too many clients [db#chunk-0].", (POOL,))]
+    (failed,) = (
+        checker(evidence, clock, judge=ScriptedJudge(fail=True))
+        .execute("s-1", "PG-53300 means too many clients [db#chunk-0].")
+        .claims
+    )
+    assert failed.verdict is Verdict.SUPPORTED
+    assert failed.signals["judge"] == {"error": "judge_error: judge down"}
+
+
+def test_an_embedder_adds_the_cosine(evidence: FakeSessionEvidence, clock: FakeClock) -> None:
+    (claim,) = (
+        checker(evidence, clock, embedder=FakeEmbedder())
+        .execute("s-1", "PG-53300 means too many clients [db#chunk-0].")
+        .claims
+    )
+    assert claim.signals["cosine"] == 1.0  # the fake embeds everything alike
+
+
+def test_claude_content_blocks_are_checked_with_their_cited_text(
+    evidence: FakeSessionEvidence, clock: FakeClock
+) -> None:
+    def block(cited_text: str) -> dict[str, object]:
+        return {
+            "type": "text",
+            "text": "failover takes about two minutes",
+            "citations": [
+                {
+                    "type": "search_result_location",
+                    "source": "ops#chunk-0",
+                    "cited_text": cited_text,
+                    "search_result_index": 0,
+                    "start_block_index": 0,
+                    "end_block_index": 1,
+                }
+            ],
+        }
+
+    use = checker(evidence, clock)
+    real = use.execute("s-1", {"content": [block(FAILOVER)]}, answer_format="anthropic")
+    altered = use.execute(
+        "s-1", [block(FAILOVER.replace("two", "ten"))], answer_format=AnswerFormat.ANTHROPIC
+    )
+    assert real.verdict is Verdict.SUPPORTED
+    assert altered.verdict is Verdict.UNSUPPORTED
+    assert altered.claims[0].reasons[0].startswith("quote not found in the block ops#chunk-0")
+
+
+def test_bad_input_is_rejected_before_anything_is_read(
+    evidence: FakeSessionEvidence, clock: FakeClock
+) -> None:
+    use = checker(evidence, clock)
+    with pytest.raises(InvalidInputError):
+        use.execute("s-1", "   ")
+    with pytest.raises(InvalidInputError):
+        use.execute("", "An answer [db#chunk-0].")
+    with pytest.raises(InvalidInputError):
+        use.execute("s-1", "An answer.", answer_format="html")
+    with pytest.raises(InvalidInputError):
+        use.execute("s-1", "not blocks", answer_format="anthropic")
+
+
+def test_claim_counts_give_the_share_of_supported_claims(
+    evidence: FakeSessionEvidence, clock: FakeClock
+) -> None:
+    store = InMemoryAnswerCheckStore()
+    checker(evidence, clock, store).execute(
+        "s-1", "PG-53300 means too many clients [db#chunk-0]. Failover takes an hour [ops#chunk-0]."
+    )
+    counts = store.claim_counts(TimeRange())
+    assert (counts.checks, counts.claims, counts.supported, counts.supported_share) == (
+        1,
+        2,
+        1,
+        0.5,
+    )
