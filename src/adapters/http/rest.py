@@ -15,6 +15,7 @@ from lookup_knowledge.adapters.api import LookupApp
 from lookup_knowledge.adapters.http.auth import Role, TokenGuard
 from lookup_knowledge.adapters.http.schemas import (
     Check,
+    CheckAnswerRequest,
     Health,
     InvocationDetailOut,
     InvocationOut,
@@ -27,6 +28,7 @@ from lookup_knowledge.adapters.http.schemas import (
     VerifyRequest,
     VerifyResponse,
 )
+from lookup_knowledge.application.answer_check import answer_check_json
 from lookup_knowledge.application.ports import (
     MAX_PAGE_SIZE,
     InvocationFilter,
@@ -89,6 +91,15 @@ def rest_router(lookup_app: LookupApp, guard: TokenGuard) -> APIRouter:
     def verify(body: VerifyRequest) -> VerifyResponse:
         """EvidenceGuard: which cited document_ids were really returned in the session."""
         return VerifyResponse.of(lookup_app.verify_citations(body.session_id, body.document_ids))
+
+    @router.post("/v1/check-answer", dependencies=agent, tags=["agent"])
+    async def check_answer(body: CheckAnswerRequest) -> dict[str, Any]:
+        """Check an answer's claims against the exact text the session was shown; the
+        verdicts are recorded (the JSON of ``audit check-answer --json``)."""
+        check = await lookup_app.acheck_answer(
+            body.session_id, body.answer, step_id=body.step_id, answer_format=body.format
+        )
+        return answer_check_json(check)
 
     @router.get("/v1/invocations", dependencies=auditor, tags=["audit"])
     def invocations(

@@ -45,6 +45,18 @@ class VerifyRequest(_Body):
     document_ids: list[str] = Field(max_length=1000)
 
 
+class CheckAnswerRequest(_Body):
+    """An agent's answer to check against what its session was shown: prose with
+    bracketed document ids, or a Claude response's content blocks (``anthropic``)."""
+
+    session_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
+    answer: str | list[dict[str, Any]] = Field(
+        description="The answer text, or the Claude response content blocks."
+    )
+    step_id: str | None = Field(default=None, min_length=1, max_length=MAX_ID_CHARS)
+    format: Literal["text", "anthropic"] | None = None
+
+
 class CitationSourceOut(BaseModel):
     document_id: str
     invocation_id: str

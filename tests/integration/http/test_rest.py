@@ -79,6 +79,27 @@ def test_a_lookup_is_recorded_and_read_back_through_the_api(client: TestClient) 
     assert stats["p95_duration_ms"] is not None
 
 
+def test_an_answer_is_checked_against_what_the_session_was_shown(client: TestClient) -> None:
+    tool = client.post(
+        "/v1/lookup", json={"query": "PG-53300 too many connections", "session_id": "rest-check"}
+    ).json()
+    block = tool["evidenceBlocks"][0]
+    quoted = block["content"].split("\n")[-1][:40].strip()
+    answer = f'The catalogue says "{quoted}" [{block["document_id"]}]. It also says "made up" [{block["document_id"]}].'
+    check = client.post("/v1/check-answer", json={"session_id": "rest-check", "answer": answer})
+    assert check.status_code == 200, check.text
+    body = check.json()
+    assert body["sessionId"] == "rest-check"
+    verdicts = [c["verdict"] for c in body["claims"]]
+    assert verdicts == ["supported", "unsupported"]
+    assert body["verdict"] != "supported"
+    _problem(
+        client.post("/v1/check-answer", json={"session_id": "", "answer": "x"}),
+        422,
+        "invalid_input",
+    )
+
+
 def test_invocations_and_sessions_page_through_everything_once(client: TestClient) -> None:
     for i in range(7):
         client.post("/v1/lookup", json={"query": f"dns ttl {i}", "session_id": f"page-{i % 3}"})
