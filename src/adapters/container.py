@@ -50,6 +50,8 @@ from lookup_knowledge.adapters.runtime import (
     SystemClock,
 )
 from lookup_knowledge.adapters.telemetry import OpenTelemetryTelemetry
+from lookup_knowledge.adapters.text import SnowballJiebaAnalyzer
+from lookup_knowledge.application.analysis import TextAnalyzer
 from lookup_knowledge.application.answer_check import CheckAnswer
 from lookup_knowledge.application.evaluation import Replay, RunEval
 from lookup_knowledge.application.health import CheckHealth
@@ -78,20 +80,45 @@ def _milvus_connection(settings: Settings) -> Iterator[MilvusConnection]:
         connection.close()
 
 
-def _milvus_search(connection: MilvusConnection, settings: Settings) -> MilvusKnowledgeSearch:
+def _text_analyzer(settings: Settings) -> SnowballJiebaAnalyzer:
+    analysis = settings.rag.text_analysis
+    return SnowballJiebaAnalyzer(
+        language=analysis.language.value,
+        stemming=analysis.stemming,
+        stop_words=analysis.stop_words,
+    )
+
+
+def _milvus_search(
+    connection: MilvusConnection, analyzer: TextAnalyzer, settings: Settings
+) -> MilvusKnowledgeSearch:
     return MilvusKnowledgeSearch(
         connection,
         collection=settings.milvus.collection,
         rrf_k=settings.rag.hybrid.rrf_k,
+        analyzer=analyzer,
+        search_ef=settings.milvus.search_ef,
     )
 
 
-def _milvus_store(connection: MilvusConnection, settings: Settings) -> MilvusKnowledgeStore:
-    return MilvusKnowledgeStore(connection, collection=settings.milvus.collection)
+def _milvus_store(
+    connection: MilvusConnection, analyzer: TextAnalyzer, settings: Settings
+) -> MilvusKnowledgeStore:
+    index = settings.milvus.index
+    params: dict[str, Any] = (
+        {"M": index.m, "efConstruction": index.ef_construction} if index.type == "HNSW" else {}
+    )
+    return MilvusKnowledgeStore(
+        connection,
+        collection=settings.milvus.collection,
+        index_type=index.type,
+        index_params=params,
+        analyzer=analyzer,
+    )
 
 
-def _memory_knowledge(settings: Settings) -> InMemoryKnowledgeBase:
-    return InMemoryKnowledgeBase(rrf_k=settings.rag.hybrid.rrf_k)
+def _memory_knowledge(analyzer: TextAnalyzer, settings: Settings) -> InMemoryKnowledgeBase:
+    return InMemoryKnowledgeBase(rrf_k=settings.rag.hybrid.rrf_k, analyzer=analyzer)
 
 
 def _onnx_embedder(settings: Settings) -> OnnxMiniLMEmbedder:
@@ -228,17 +255,18 @@ class Container(containers.DeclarativeContainer):
         **_embedder_choices(settings),
     )
 
+    text_analyzer = providers.Singleton(_text_analyzer, settings)
     milvus_connection = providers.Resource(_milvus_connection, settings)
-    memory_knowledge = providers.Singleton(_memory_knowledge, settings)
+    memory_knowledge = providers.Singleton(_memory_knowledge, text_analyzer, settings)
 
     search = providers.Selector(
         providers.Callable(_backend, settings),
-        milvus=providers.Singleton(_milvus_search, milvus_connection, settings),
+        milvus=providers.Singleton(_milvus_search, milvus_connection, text_analyzer, settings),
         memory=memory_knowledge,
     )
     store = providers.Selector(
         providers.Callable(_backend, settings),
-        milvus=providers.Singleton(_milvus_store, milvus_connection, settings),
+        milvus=providers.Singleton(_milvus_store, milvus_connection, text_analyzer, settings),
         memory=memory_knowledge,
     )
 

@@ -160,6 +160,26 @@ class HybridSettings(_Section):
     )
 
 
+class AnalysisLanguage(StrEnum):
+    ENGLISH = "english"
+    NONE = "none"
+
+
+class TextAnalysisSettings(_Section):
+    language: AnalysisLanguage = Field(
+        default=AnalysisLanguage.ENGLISH,
+        description=(
+            "BM25 text analysis of documents and queries: english (Snowball stemmer, "
+            "stop words) or none; Chinese is segmented by jieba either way. A change "
+            "needs a re-ingest."
+        ),
+    )
+    stemming: bool = Field(default=True, description="Stem words (Snowball) for BM25.")
+    stop_words: bool = Field(
+        default=True, description="Drop English (Lucene) and Chinese stop words for BM25."
+    )
+
+
 class RelevanceSettings(_Section):
     bm25_saturation: Number = Field(
         default=10.0,
@@ -320,6 +340,7 @@ class RagSettings(_Section):
         ),
     )
     hybrid: HybridSettings = Field(default_factory=HybridSettings)
+    text_analysis: TextAnalysisSettings = Field(default_factory=TextAnalysisSettings)
     relevance: RelevanceSettings = Field(default_factory=RelevanceSettings)
     rerank: RerankSettings = Field(default_factory=RerankSettings)
     context: ContextSettings = Field(default_factory=ContextSettings)
@@ -380,6 +401,18 @@ class SearchSettings(_Section):
 _MILVUS_URI_RULE = "must be a local file path ending in .db or an http(s)://host:port URL"
 
 
+class MilvusIndexSettings(_Section):
+    type: str = Field(
+        default="HNSW",
+        pattern=r"^(HNSW|FLAT|AUTOINDEX|IVF_FLAT)$",
+        description="Dense index of a new collection: HNSW, FLAT (exact), AUTOINDEX or IVF_FLAT.",
+    )
+    m: Whole = Field(default=16, ge=2, le=128, description="HNSW graph degree M (new collections).")
+    ef_construction: Whole = Field(
+        default=200, ge=8, le=4096, description="HNSW build depth efConstruction (new collections)."
+    )
+
+
 class MilvusSettings(_Section):
     uri: OptionalText = Field(
         default=None,
@@ -393,6 +426,13 @@ class MilvusSettings(_Section):
         default="knowledge", min_length=1, description="Collection holding the chunks."
     )
     timeout_s: Number = Field(default=10.0, gt=0, description="Timeout of one Milvus call.")
+    index: MilvusIndexSettings = Field(default_factory=MilvusIndexSettings)
+    search_ef: Whole = Field(
+        default=128,
+        ge=1,
+        le=32768,
+        description="HNSW search depth ef (at least the number of hits asked for).",
+    )
 
     @field_validator("uri")
     @classmethod
@@ -567,19 +607,27 @@ class AuditSettings(_Section):
 
 
 class IngestSettings(_Section):
-    chunk_size: Whole = Field(default=1200, ge=1, description="Characters per chunk.")
+    chunk_size: Whole = Field(
+        default=256,
+        ge=32,
+        le=8192,
+        description=(
+            "Most tokens per chunk (the embedder's tokenizer); never more than fits the "
+            "embedder's window with the heading path."
+        ),
+    )
     chunk_overlap: Whole = Field(
-        default=150, ge=0, description="Characters shared by neighbouring chunks."
+        default=32, ge=0, description="Tokens shared by neighbouring chunks (< half a chunk)."
     )
     batch_size: Whole = Field(default=64, ge=1, description="Chunks written per batch.")
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> IngestSettings:
-        if self.chunk_overlap >= self.chunk_size:
+        if self.chunk_overlap >= self.chunk_size // 2:
             raise ConfigurationError(
                 "ingest.chunk-overlap",
                 self.chunk_overlap,
-                f"must be < ingest.chunk-size ({self.chunk_size})",
+                f"must be < half of ingest.chunk-size ({self.chunk_size})",
             )
         return self
 

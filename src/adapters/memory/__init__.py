@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from lookup_knowledge.adapters.memory.knowledge import InMemoryKnowledgeBase, tokenize
+from lookup_knowledge.adapters.memory.knowledge import InMemoryKnowledgeBase
 
-__all__ = ["InMemoryKnowledgeBase", "tokenize"]
+__all__ = ["InMemoryKnowledgeBase"]

@@ -5,8 +5,9 @@ the reference the search-port contract suite holds Milvus to. It follows Milvus'
 semantics where they show through the port:
 
 - DENSE: cosine similarity, best first (score kind ``cosine``);
-- SPARSE: Okapi BM25 (k1=1.2, b=0.75) over lower-cased word tokens; documents without
-  a query term are not hits (score kind ``bm25``, positive);
+- SPARSE: Okapi BM25 (k1=1.2, b=0.75) over the analysed title, breadcrumb and text
+  (the same ``TextAnalyzer`` as Milvus' ``bm25_text``, applied to the query too);
+  documents without a query term are not hits (score kind ``bm25``, positive);
 - HYBRID: reciprocal rank fusion ``sum 1/(k + rank)`` of the dense and sparse lists
   (score kind ``rrf``), or Milvus' ``WeightedRanker`` formula when weights are set;
   each hit carries ``component_scores``: the raw cosine and BM25 score of the lists
@@ -20,12 +21,13 @@ Thread-safe; ``close()`` makes later calls fail with ``SearchUnavailable``.
 from __future__ import annotations
 
 import math
-import re
 import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from lookup_knowledge.adapters.text import SnowballJiebaAnalyzer
+from lookup_knowledge.application.analysis import TextAnalyzer, lexical_text
 from lookup_knowledge.application.ports import (
     ChunkRecord,
     KnowledgeSearchHit,
@@ -50,12 +52,7 @@ from lookup_knowledge.domain.model import SearchMode
 from lookup_knowledge.domain.postprocess import group_by_document
 from lookup_knowledge.domain.relevance import ScoreKind
 
-_TOKEN = re.compile(r"\w+", re.UNICODE)
 _ALL_MODES = frozenset(SearchMode)
-
-
-def tokenize(text: str) -> list[str]:
-    return [t.lower() for t in _TOKEN.findall(text)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,8 +88,10 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore):
         grouping: bool = True,
         bm25_k1: float = 1.2,
         bm25_b: float = 0.75,
+        analyzer: TextAnalyzer | None = None,
     ) -> None:
         check_fusion_parameters(rrf_k, hybrid_weights)
+        self._text = analyzer if analyzer is not None else SnowballJiebaAnalyzer()
         self._rrf_k = rrf_k
         self._weights = hybrid_weights
         self._modes = frozenset(modes) if modes is not None else _ALL_MODES
@@ -163,7 +162,9 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore):
                     raise SchemaMismatch(
                         f"chunk {record.evidence_key!r} needs a {self._dimension}-dim vector"
                     )
-                tokens = Counter(tokenize(record.text))
+                tokens = Counter(
+                    self._text.terms(lexical_text(record.title, record.breadcrumb, record.text))
+                )
                 norm = math.sqrt(sum(x * x for x in record.vector)) if record.vector else 0.0
                 rows.append(_Row(record, tokens, sum(tokens.values()), norm))
             for row in rows:
@@ -239,7 +240,7 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore):
         return sorted(scored, key=lambda p: (-p[1], p[0].record.evidence_key))
 
     def _bm25(self, rows: list[_Row], text: str) -> list[tuple[_Row, float]]:
-        terms = set(tokenize(text))
+        terms = set(self._text.terms(text))
         if not terms or not self._rows:
             return []
         everything = list(self._rows.values())

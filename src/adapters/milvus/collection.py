@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
+from typing import Any
 
 from lookup_knowledge.adapters.milvus.connection import MilvusConnection
 from lookup_knowledge.adapters.milvus.errors import DRIVER_ERRORS, translate
-from lookup_knowledge.adapters.milvus.schema import CollectionLayout, read_layout
+from lookup_knowledge.adapters.milvus.schema import DENSE, CollectionLayout, read_layout
 from lookup_knowledge.domain.errors import ConfigurationError, SearchUnavailable
 
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
@@ -28,11 +30,26 @@ def validate_collection_name(name: str) -> str:
     return name
 
 
+_INDEX_KEYS = frozenset(
+    {"index_type", "metric_type", "field_name", "index_name", "total_rows", "indexed_rows",
+     "pending_index_rows", "state", "params"}
+)  # fmt: skip
+
+
+def _index_of(described: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    params = {str(k): v for k, v in described.items() if k not in _INDEX_KEYS}
+    nested = described.get("params")
+    if isinstance(nested, Mapping):
+        params.update({str(k): v for k, v in nested.items()})
+    return str(described.get("index_type", "")).upper(), params
+
+
 class KnowledgeCollection:
     def __init__(self, connection: MilvusConnection, name: str) -> None:
         self.connection = connection
         self.name = validate_collection_name(name)
         self._layout: CollectionLayout | None = None
+        self._dense_index: tuple[str, dict[str, Any]] | None = None
         self._loaded = False
         self._lock = threading.Lock()
 
@@ -43,6 +60,7 @@ class KnowledgeCollection:
     def invalidate(self) -> None:
         with self._lock:
             self._layout = None
+            self._dense_index = None
             self._loaded = False
 
     def exists(self) -> bool:
@@ -68,6 +86,31 @@ class KnowledgeCollection:
         with self._lock:
             self._layout = layout
         return layout
+
+    def dense_index(self) -> tuple[str, dict[str, Any]]:
+        """(index type, build parameters) of the dense vector field, as the server says;
+        ("", {}) when there is none or the server does not describe it."""
+        cached = self._dense_index
+        if cached is not None:
+            return cached
+        layout = self.layout()
+        found: tuple[str, dict[str, Any]] = ("", {})
+        if layout is not None and layout.has_dense:
+            client = self.connection.client()
+            try:
+                described = client.describe_index(
+                    self.name, DENSE, timeout=self.connection.timeout_s
+                )
+            except DRIVER_ERRORS as error:
+                raise translate(error, "describe_index", self.where) from error
+            if isinstance(described, Mapping):
+                found = _index_of(described)
+            created = dict(layout.dense_index or {})
+            kind = str(created.pop("type", "") or found[0]).upper()
+            found = (found[0] or kind, {**created, **found[1]})
+        with self._lock:
+            self._dense_index = found
+        return found
 
     def require_layout(self) -> CollectionLayout:
         layout = self.layout()

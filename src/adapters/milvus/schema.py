@@ -3,10 +3,21 @@
 Primary key = the evidence key (``docId#chunk-N``), so identity, dedup and the
 per-document cap can run on ids and scores alone and content is fetched by key for the
 survivors only (late materialisation).
+
+BM25 reads ``bm25_text``, not ``text``: the chunk's title, breadcrumb and text after the
+product's own analysis (stemming, stop words, Chinese segmentation; see
+``adapters/text/analysis.py``), space-separated terms that Milvus' ``standard`` tokenizer
+keeps as they are on Lite and on a server. ``text`` stays the original for display.
+
+The collection carries its schema version and the analysis fingerprint as collection
+properties. A collection without them (built before analysis existed) or with another
+version or analysis is refused with a message that says to ingest again: mixing
+differently analysed documents and queries would match silently worse.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,11 +35,27 @@ TITLE = "title"
 BREADCRUMB = "breadcrumb"
 SOURCE_TYPE = "source_type"
 TEXT = "text"
+BM25_TEXT = "bm25_text"
 CONTENT_HASH = "content_hash"
 INGESTED_AT = "ingested_at"
 DENSE = "dense_vector"
 SPARSE = "sparse_vector"
 BM25_FUNCTION = "text_bm25"
+
+#: Version of this schema. 2: BM25 over ``bm25_text`` (analysed title + breadcrumb +
+#: text) instead of the raw ``text``; schema and analysis recorded as properties.
+SCHEMA_VERSION = 2
+SCHEMA_VERSION_PROPERTY = "lookup_knowledge.schema_version"
+ANALYSIS_PROPERTY = "lookup_knowledge.analysis"
+#: The dense index's type and build parameters as created (JSON): Milvus Lite's
+#: describe_index does not report build parameters, the trace needs them.
+DENSE_INDEX_PROPERTY = "lookup_knowledge.dense_index"
+#: The Milvus analyzer on ``bm25_text``: it only has to split the pre-analysed terms.
+BM25_FIELD_ANALYZER: Mapping[str, Any] = {"tokenizer": "standard"}
+REINGEST_HINT = (
+    "ingest the documents again into a new collection (point milvus.collection at a new "
+    "name), or drop this collection and ingest again"
+)
 
 #: VARCHAR limits in bytes (UTF-8), as Milvus counts them.
 MAX_BYTES: Mapping[str, int] = {
@@ -40,6 +67,7 @@ MAX_BYTES: Mapping[str, int] = {
     BREADCRUMB: 2048,
     SOURCE_TYPE: 64,
     TEXT: 65535,
+    BM25_TEXT: 65535,
     CONTENT_HASH: 64,
 }
 #: Metadata returned with every hit (no text: that is fetched late or on request).
@@ -69,6 +97,9 @@ class CollectionLayout:
     dimension: int | None  # None: no dense vector (sparse-only)
     bm25: bool  # has the BM25 function into the sparse field
     primary_key: str
+    schema_version: int = SCHEMA_VERSION
+    analysis: str | None = None  # fingerprint of the analysis of bm25_text (None: no BM25)
+    dense_index: Mapping[str, Any] | None = None  # as created: {"type": ..., params...}
 
     @property
     def has_dense(self) -> bool:
@@ -84,6 +115,19 @@ def read_layout(description: Mapping[str, Any], *, where: str) -> CollectionLayo
     """Check a ``describe_collection`` result against this schema, or ``SchemaMismatch``."""
     name = str(description.get("collection_name", "?"))
     fields = {str(f.get("name")): f for f in description.get("fields", [])}
+    properties = description.get("properties") or {}
+    raw_version = properties.get(SCHEMA_VERSION_PROPERTY)
+    if raw_version is None and PK in fields:
+        raise SchemaMismatch(
+            f"Milvus collection {name!r} at {where} was built by an older lookup-knowledge "
+            f"(no schema version; this one needs version {SCHEMA_VERSION}): its BM25 field "
+            f"holds unanalysed text: {REINGEST_HINT}."
+        )
+    if raw_version is not None and str(raw_version) != str(SCHEMA_VERSION):
+        raise SchemaMismatch(
+            f"Milvus collection {name!r} at {where} has lookup-knowledge schema version "
+            f"{raw_version}, this version reads {SCHEMA_VERSION}: {REINGEST_HINT}."
+        )
     problems: list[str] = []
     primary = next((n for n, f in fields.items() if f.get("is_primary")), "")
     if primary != PK:
@@ -111,11 +155,13 @@ def read_layout(description: Mapping[str, Any], *, where: str) -> CollectionLayo
         bm25 = any(
             _type_name(fn.get("type")) == "BM25"
             and list(fn.get("output_field_names", [])) == [SPARSE]
-            and list(fn.get("input_field_names", [])) == [TEXT]
+            and list(fn.get("input_field_names", [])) == [BM25_TEXT]
             for fn in functions
         )
         if not bm25:
-            problems.append(f"field {SPARSE!r} is not the output of a BM25 function on {TEXT!r}")
+            problems.append(
+                f"field {SPARSE!r} is not the output of a BM25 function on {BM25_TEXT!r}"
+            )
     if dense is None and SPARSE not in fields:
         problems.append(f"neither a dense ({DENSE!r}) nor a sparse ({SPARSE!r}) vector field")
     if problems:
@@ -124,7 +170,45 @@ def read_layout(description: Mapping[str, Any], *, where: str) -> CollectionLayo
             f"schema: {'; '.join(problems)}. Point milvus.collection at a new name (it is "
             "created on first ingest), or drop this collection and ingest again."
         )
-    return CollectionLayout(name=name, dimension=dimension, bm25=bm25, primary_key=PK)
+    analysis = properties.get(ANALYSIS_PROPERTY)
+    dense_index: Mapping[str, Any] | None = None
+    try:
+        parsed = json.loads(str(properties.get(DENSE_INDEX_PROPERTY, "")))
+        dense_index = parsed if isinstance(parsed, dict) else None
+    except ValueError:
+        dense_index = None
+    return CollectionLayout(
+        name=name,
+        dimension=dimension,
+        bm25=bm25,
+        primary_key=PK,
+        schema_version=SCHEMA_VERSION,
+        analysis=str(analysis) if bm25 and analysis else None,
+        dense_index=dense_index if dimension is not None else None,
+    )
+
+
+def check_analysis(layout: CollectionLayout, analysis: str, *, where: str) -> None:
+    """Documents and queries must be analysed alike: refuse a collection built otherwise."""
+    if not layout.bm25 or layout.analysis == analysis:
+        return
+    raise SchemaMismatch(
+        f"Milvus collection {layout.name!r} at {where} was built with text analysis "
+        f"{layout.analysis!r}, but this configuration analyses with {analysis!r} "
+        f"(rag.text-analysis.*): set the analysis it was built with, or {REINGEST_HINT}."
+    )
+
+
+def collection_properties(
+    analysis: str | None, dense_index: Mapping[str, Any] | None = None
+) -> dict[str, str]:
+    """The properties a new collection is created with."""
+    properties = {SCHEMA_VERSION_PROPERTY: str(SCHEMA_VERSION)}
+    if analysis is not None:
+        properties[ANALYSIS_PROPERTY] = analysis
+    if dense_index is not None:
+        properties[DENSE_INDEX_PROPERTY] = json.dumps(dict(dense_index), sort_keys=True)
+    return properties
 
 
 def check_dimension(layout: CollectionLayout, dimension: int | None, *, where: str) -> None:
@@ -165,19 +249,21 @@ def build_schema(
     for name in (CATEGORY, SOURCE, TITLE, BREADCRUMB, SOURCE_TYPE, CONTENT_HASH):
         schema.add_field(name, DataType.VARCHAR, max_length=MAX_BYTES[name])
     schema.add_field(INGESTED_AT, DataType.INT64)
-    text_kwargs: dict[str, Any] = {"max_length": MAX_BYTES[TEXT]}
+    schema.add_field(TEXT, DataType.VARCHAR, max_length=MAX_BYTES[TEXT])
     if bm25:
-        text_kwargs["enable_analyzer"] = True
-        if analyzer_params:
-            text_kwargs["analyzer_params"] = dict(analyzer_params)
-    schema.add_field(TEXT, DataType.VARCHAR, **text_kwargs)
-    if bm25:
+        schema.add_field(
+            BM25_TEXT,
+            DataType.VARCHAR,
+            max_length=MAX_BYTES[BM25_TEXT],
+            enable_analyzer=True,
+            analyzer_params=dict(analyzer_params or BM25_FIELD_ANALYZER),
+        )
         schema.add_field(SPARSE, DataType.SPARSE_FLOAT_VECTOR)
         schema.add_function(
             Function(
                 name=BM25_FUNCTION,
                 function_type=FunctionType.BM25,
-                input_field_names=[TEXT],
+                input_field_names=[BM25_TEXT],
                 output_field_names=[SPARSE],
             )
         )

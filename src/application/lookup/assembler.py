@@ -105,6 +105,7 @@ class Assembler:
             "minRelevance": settings.min_relevance,
             "engineGrouping": self._config.engine_grouping,
             "lateMaterialisation": self._config.late_materialisation,
+            "searchParameters": dict(out.retrieval.search_parameters),
             "queryHints": out.hints.as_trace(),
             "passes": [p.as_trace() for p in out.retrieval.passes],
             "filterApplied": out.retrieval.filter_applied,

@@ -58,6 +58,7 @@ class Retrieval:
     fallback_reason: str | None = None
     below_min_relevance: int = 0  # of the pass whose hits are used
     timings_ms: Mapping[str, float] = field(default_factory=dict)
+    search_parameters: Mapping[str, object] = field(default_factory=dict)
 
     @property
     def filter_applied(self) -> str | None:
@@ -115,6 +116,7 @@ class Retriever:
             fallback_reason=fallback_reason,
             below_min_relevance=below,
             timings_ms=timings,
+            search_parameters=dict(self._search.search_parameters()),
         )
 
     def materialise(self, final: Sequence[RankedCandidate]) -> Materialised:

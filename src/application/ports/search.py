@@ -86,6 +86,10 @@ class KnowledgeSearchPort(ABC):
     @abstractmethod
     def capabilities(self) -> SearchCapabilities: ...
 
+    def search_parameters(self) -> Mapping[str, object]:
+        """Analysis, index and search parameters in force, for the retrieval trace."""
+        return {}
+
     def check(self) -> str:
         """A live round trip to the engine for health checks: a short description of what
         it holds, or ``SearchError`` (``SearchUnavailable`` when it cannot be reached)."""

@@ -94,7 +94,9 @@ def test_defaults_match_the_documented_values(tmp_path: Path) -> None:
     assert s.audit_spool_dir == tmp_path / ".lookup-knowledge" / "audit-spool"
     assert s.audit.enabled
     assert s.audit.auto_migrate
-    assert (s.ingest.chunk_size, s.ingest.chunk_overlap, s.ingest.batch_size) == (1200, 150, 64)
+    assert (s.ingest.chunk_size, s.ingest.chunk_overlap, s.ingest.batch_size) == (256, 32, 64)
+    assert (s.milvus.index.type, s.milvus.index.m, s.milvus.search_ef) == ("HNSW", 16, 128)
+    assert s.rag.text_analysis.language == "english"
     assert (s.log.level, s.log.json_) == ("INFO", False)
     assert set(loaded.sources.values()) == {"default"}
     assert loaded.config_file is None
@@ -616,7 +618,12 @@ def test_return_n_above_retrieve_k_names_both_keys(tmp_path: Path) -> None:
         ({"embedder.batch-size": 0}, "embedder.batch-size", 0, ">= 1"),
         ({"embedder.openai.base-url": "api.openai.com"}, "embedder.openai.base-url", None, "http"),
         ({"audit.database-url": "not a url"}, "audit.database-url", "not a url", "SQLAlchemy"),
-        ({"ingest.chunk-overlap": 1200}, "ingest.chunk-overlap", 1200, "< ingest.chunk-size"),
+        (
+            {"ingest.chunk-overlap": 1200},
+            "ingest.chunk-overlap",
+            1200,
+            "< half of ingest.chunk-size",
+        ),
         ({"log.level": "LOUD"}, "log.level", "LOUD", "DEBUG, INFO"),
         ({"rag.domains.database": 5}, "rag.domains.database", 5, "list"),
     ],
