@@ -1,108 +1,58 @@
-"""HTML to Markdown-ish text with the stdlib parser: headings become ``#`` lines (so the
-chunker can follow them), block elements become paragraphs, scripts and styles go."""
+"""HTML to Markdown with a maintained converter (``markdownify`` over BeautifulSoup).
+
+Before conversion the page chrome goes: ``<nav>``, ``<footer>``, ``<aside>``, elements
+with ``role="navigation"``/``contentinfo``/``banner``, and scripts, styles, forms and
+the ``<head>``; when the page marks its content (``<main>`` or one ``<article>``), only
+that is converted. Headings become ATX ``#`` lines (so the chunker follows them), tables
+become Markdown tables (rows and columns kept), lists stay lists, ``<pre>`` stays a
+fenced block, links keep their text (targets are dropped: they are not evidence).
+"""
 
 from __future__ import annotations
 
 import re
-from html.parser import HTMLParser
+from typing import Any
 
-_SKIP = frozenset({"script", "style", "noscript", "template", "svg", "head"})
-_BLOCK = frozenset(
-    {
-        "p", "div", "section", "article", "header", "footer", "main", "aside", "nav",
-        "table", "tr", "ul", "ol", "dl", "dt", "dd", "blockquote", "figure", "figcaption",
-        "form", "fieldset", "details", "summary", "hr", "br",
-    }
-)  # fmt: skip
-_HEADINGS = {f"h{n}": n for n in range(1, 7)}
-_SPACES = re.compile(r"[ \t\r\f\v]+")
+_CHROME_TAGS = ("script", "style", "noscript", "template", "svg", "head", "nav", "footer",
+                "aside", "form", "iframe", "button")  # fmt: skip
+_CHROME_ROLES = ("navigation", "contentinfo", "banner", "search")
+_BLANK_RUNS = re.compile(r"\n{3,}")
 
 
-class _Converter(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-        self.title_parts: list[str] = []
-        self.skip_depth = 0
-        self.in_title = False
-        self.pre_depth = 0
-        self.heading: int | None = None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "title":
-            self.in_title = True
-        if tag in _SKIP:
-            self.skip_depth += 1
-            return
-        if self.skip_depth:
-            return
-        if tag in _HEADINGS:
-            self.heading = _HEADINGS[tag]
-            self.parts.append("\n\n" + "#" * self.heading + " ")
-        elif tag == "pre":
-            self.pre_depth += 1
-            self.parts.append("\n\n```\n")
-        elif tag == "li":
-            self.parts.append("\n- ")
-        elif tag in ("td", "th"):
-            self.parts.append(" | ")
-        elif tag in _BLOCK:
-            self.parts.append("\n\n" if tag not in ("br", "tr") else "\n")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "title":
-            self.in_title = False
-        if tag in _SKIP:
-            self.skip_depth = max(0, self.skip_depth - 1)
-            return
-        if self.skip_depth:
-            return
-        if tag in _HEADINGS:
-            self.heading = None
-            self.parts.append("\n\n")
-        elif tag == "pre":
-            self.pre_depth = max(0, self.pre_depth - 1)
-            self.parts.append("\n```\n\n")
-        elif tag in _BLOCK:
-            self.parts.append("\n\n")
-
-    def handle_data(self, data: str) -> None:
-        if self.in_title:
-            self.title_parts.append(data)
-        if self.skip_depth:
-            return
-        if self.pre_depth:
-            self.parts.append(data)
-        else:
-            self.parts.append(_SPACES.sub(" ", data.replace("\n", " ")))
+def _content_root(soup: Any) -> Any:
+    main = soup.find("main") or soup.find(attrs={"role": "main"})
+    if main is not None:
+        return main
+    articles = soup.find_all("article")
+    if len(articles) == 1:
+        return articles[0]
+    return soup.body or soup
 
 
 def html_to_markdown(html: str) -> tuple[str, str]:
-    """(title from ``<title>``, body text with ``#`` headings)."""
-    converter = _Converter()
-    converter.feed(html)
-    converter.close()
-    text = "".join(converter.parts)
+    """(title from ``<title>``, body as Markdown with ``#`` headings)."""
+    from bs4 import BeautifulSoup
+    from markdownify import MarkdownConverter
+
+    soup = BeautifulSoup(html, "html.parser")
+    title_tag = soup.find("title")
+    title = " ".join(title_tag.get_text().split()) if title_tag is not None else ""
+    for element in soup.find_all(list(_CHROME_TAGS)):
+        element.decompose()
+    for role in _CHROME_ROLES:
+        for element in soup.find_all(True, attrs={"role": role}):
+            element.decompose()
+    root = _content_root(soup)
+    converter = MarkdownConverter(
+        heading_style="ATX",
+        bullets="-",
+        strip=["a", "img"],
+        escape_underscores=False,
+        escape_asterisks=False,
+        escape_misc=False,
+        table_infer_header=True,
+    )
+    text = converter.convert_soup(root)
     lines = [line.rstrip() for line in text.splitlines()]
-    cleaned: list[str] = []
-    blank = 0
-    fenced = False
-    for line in lines:
-        if line.strip() == "```":
-            fenced = not fenced
-            blank = 0
-            cleaned.append("```")
-            continue
-        if fenced:
-            cleaned.append(line)
-            continue
-        stripped = line.strip()
-        if not stripped:
-            blank += 1
-            if blank <= 1:
-                cleaned.append("")
-            continue
-        blank = 0
-        cleaned.append(stripped)
-    title = " ".join("".join(converter.title_parts).split())
-    return title, "\n".join(cleaned).strip() + "\n"
+    body = _BLANK_RUNS.sub("\n\n", "\n".join(lines)).strip()
+    return title, body + "\n"

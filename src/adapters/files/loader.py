@@ -6,7 +6,8 @@
   the file(s).
 - category: the argument > front matter ``category`` > the first folder under the
   root (``runbooks/disk.md`` -> ``runbooks``) > "".
-- title: front matter ``title`` > the first ``#`` heading (or HTML ``<title>``) >
+- title: front matter ``title`` > the first level-1 heading, ATX or setext (or HTML
+  ``<title>``) >
   the file name without extension.
 - source_type: front matter ``type`` (or ``source_type``) > by extension (markdown,
   text, html).
@@ -19,10 +20,10 @@ reported as ``DocumentLoadFailure`` with their doc_id, and ingest goes on.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path, PurePosixPath
 
+from lookup_knowledge.adapters.files.chunking import first_title
 from lookup_knowledge.adapters.files.frontmatter import meta_text, split_front_matter
 from lookup_knowledge.adapters.files.html_text import html_to_markdown
 from lookup_knowledge.application.ports import (
@@ -43,25 +44,11 @@ _KIND = {
     ".html": ("html", "markdown"),
     ".htm": ("html", "markdown"),
 }
-_H1 = re.compile(r"^ {0,3}#[ \t]+(.+?)[ \t]*#*[ \t]*$", re.MULTILINE)
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
 
 def first_heading(markdown: str) -> str | None:
-    fence: str | None = None
-    for line in markdown.splitlines():
-        match = _FENCE.match(line)
-        if fence is not None:
-            if match and match.group(1)[0] == fence[0]:
-                fence = None
-            continue
-        if match:
-            fence = match.group(1)
-            continue
-        heading = _H1.match(line)
-        if heading:
-            return " ".join(heading.group(1).replace("*", "").replace("`", "").split())
-    return None
+    """The first level-1 heading (ATX ``#`` or setext ``===``), by the CommonMark parser."""
+    return first_title(markdown)
 
 
 class FileDocumentSource(DocumentSource):

@@ -17,7 +17,11 @@ from lookup_knowledge.adapters.files import (
 )
 from lookup_knowledge.adapters.memory import InMemoryKnowledgeBase
 from lookup_knowledge.adapters.runtime import SystemClock
-from lookup_knowledge.application.ingest import IngestDocuments, StaticDocumentSource
+from lookup_knowledge.application.ingest import (
+    IngestDocuments,
+    StaticDocumentSource,
+    embedding_input,
+)
 from lookup_knowledge.application.ports import DocumentLoadFailure, SourceDocument
 from lookup_knowledge.domain.errors import IngestError, InvalidInputError
 from tests.support.files import write
@@ -121,8 +125,8 @@ def test_html_becomes_markdown_with_headings_and_no_scripts(tmp_path: Path) -> N
     title, text = html_to_markdown(html)
     assert title == "Page T"
     assert "# Main" in text
-    assert "## Part two" in text
-    assert "Intro text here." in text
+    assert "## Part **two**" in text  # emphasis is kept as Markdown
+    assert "Intro text\nhere." in text
     assert "alert" not in text
     assert "p{}" not in text
     assert "- one" in text
@@ -130,6 +134,37 @@ def test_html_becomes_markdown_with_headings_and_no_scripts(tmp_path: Path) -> N
     write(tmp_path, "page.html", html)
     (doc,) = docs(FileDocumentSource(tmp_path)).values()
     assert (doc.title, doc.source_type, doc.format) == ("Page T", "html", "markdown")
+
+
+def test_html_drops_page_chrome_and_keeps_tables() -> None:
+    html = (
+        "<html><head><title>Runbook</title></head><body>"
+        "<nav><a href='/'>Home</a> <a href='/docs'>Docs</a></nav>"
+        "<div role='navigation'>Breadcrumbs here</div>"
+        "<h1>Failover</h1><p>Promote the replica.</p>"
+        "<table><tr><th>step</th><th>owner</th></tr><tr><td>promote</td><td>DBA</td></tr></table>"
+        "<h2>Verify</h2><p>Check lag.</p>"
+        "<footer>Copyright 2026 Example Corp</footer></body></html>"
+    )
+    title, text = html_to_markdown(html)
+    assert title == "Runbook"
+    assert "Home" not in text
+    assert "Breadcrumbs" not in text
+    assert "Copyright" not in text  # not glued to the last section
+    assert "| step | owner |" in text
+    assert "| promote | DBA |" in text
+    sections = split_sections(text)
+    assert [s.breadcrumb for s in sections] == ["Failover", "Failover > Verify"]
+    assert sections[-1].text == "## Verify\n\nCheck lag."
+
+
+def test_setext_headings_are_headings_and_give_the_title(tmp_path: Path) -> None:
+    text = "Disk Runbook\n============\n\nIntro.\n\nCleanup\n-------\n\nDelete old logs.\n"
+    sections = split_sections(text)
+    assert [s.breadcrumb for s in sections] == ["Disk Runbook", "Disk Runbook > Cleanup"]
+    write(tmp_path, "disk.md", text)
+    (doc,) = docs(FileDocumentSource(tmp_path)).values()
+    assert doc.title == "Disk Runbook"
 
 
 def test_front_matter_parsing() -> None:
@@ -180,13 +215,13 @@ def test_sections_follow_headings_outside_code_fences() -> None:
     assert "# a comment, not a heading" in sections[1].text
 
 
-def test_chunks_are_contiguous_sized_and_overlapping() -> None:
+def test_chunks_are_contiguous_token_sized_and_overlapping() -> None:
     body = " ".join(f"word{i}" for i in range(400))
     doc = SourceDocument("d", f"# T\n\n## A\n\n{body}\n\n## B\n\nshort\n", title="T")
-    chunker = MarkdownChunker(chunk_size=300, chunk_overlap=60)
+    chunker = MarkdownChunker(chunk_size=100, chunk_overlap=20)
     chunks = chunker.chunk(doc)
     assert [c.chunk_index for c in chunks] == list(range(len(chunks)))
-    assert all(len(c.text) <= 300 + len("# T\n\n## A\n\n") for c in chunks)
+    assert all(chunker.count_tokens(c.text) <= 100 for c in chunks)
     a_chunks = [c for c in chunks if c.breadcrumb == "T > A"]
     assert len(a_chunks) >= 5
     assert a_chunks[0].text.startswith("# T\n\n## A\n\nword0 ")  # no heading-only chunk
@@ -195,7 +230,18 @@ def test_chunks_are_contiguous_sized_and_overlapping() -> None:
     assert chunks[-1].breadcrumb == "T > B"
     assert chunks[-1].text == "## B\n\nshort"
     assert {c.title for c in chunks} == {"T"}
-    assert "size=300" in chunker.fingerprint
+    assert "size=100" in chunker.fingerprint
+
+
+def test_a_chunk_and_its_heading_path_fit_the_embedder_window() -> None:
+    crumb = " ".join(f"heading{i}" for i in range(40))
+    body = "\n\n".join(" ".join(f"w{p}x{i}" for i in range(90)) for p in range(8))
+    doc = SourceDocument("d", f"# {crumb}\n\n{body}\n", title="T")
+    chunker = MarkdownChunker()  # 256-token window of all-MiniLM-L6-v2
+    chunks = chunker.chunk(doc)
+    assert len(chunks) > 3
+    for chunk in chunks:
+        assert chunker.count_tokens(embedding_input(chunk)) + 2 <= 256  # + [CLS] [SEP]
 
 
 def test_plain_text_has_no_headings() -> None:
@@ -204,7 +250,7 @@ def test_plain_text_has_no_headings() -> None:
     assert (chunk.breadcrumb, chunk.text) == ("", "# shell comment\nvalue")
 
 
-@pytest.mark.parametrize(("size", "overlap"), [(10, 0), (20_000, 0), (100, 100), (100, -1)])
+@pytest.mark.parametrize(("size", "overlap"), [(10, 0), (20_000, 0), (100, 50), (100, -1)])
 def test_chunker_rejects_bad_settings(size: int, overlap: int) -> None:
     with pytest.raises(InvalidInputError):
         MarkdownChunker(chunk_size=size, chunk_overlap=overlap)
