@@ -10,8 +10,11 @@ document in the chosen qrels, in ``queries.jsonl`` order.
 
 ``BeirCorpusSource`` streams the corpus as documents for ``IngestDocuments``: one
 corpus entry is one document (``doc_id`` = ``_id``, ``title`` = title, plain text), so
-a long entry is chunked into several chunks like any other document. It can be
-restricted to a set of ids (a smaller corpus for fast runs).
+a long entry is chunked into several chunks like any other document. An entry whose
+``metadata`` says ``"format": "markdown"`` is chunked as Markdown (headings become
+breadcrumbs), with ``metadata.category`` / ``metadata.type`` as its category and source
+type (the bundled sample corpus in this layout: ``benchmarks/datasets/northwind-zh``).
+It can be restricted to a set of ids (a smaller corpus for fast runs).
 """
 
 from __future__ import annotations
@@ -215,15 +218,18 @@ class BeirCorpusSource(DocumentSource):
             title, text = _text(item.get("title")), _text(item.get("text"))
             if self._title_in_text and title.strip():
                 text = f"{title} {text}" if text.strip() else title
+            meta = item.get("metadata")
+            meta = meta if isinstance(meta, dict) else {}
+            markdown = meta.get("format") == "markdown"
             try:
                 yield SourceDocument(
                     doc_id=doc_id,
                     text=text,
                     title=title,
                     source=f"{self._dataset}/{doc_id}",
-                    category=self._category,
-                    source_type="abstract",
-                    format="text",
+                    category=_text(meta.get("category")) or self._category,
+                    source_type=_text(meta.get("type")) or "abstract",
+                    format="markdown" if markdown else "text",
                 )
             except LookupKnowledgeError as error:
                 yield DocumentLoadFailure(where, error.message, None)

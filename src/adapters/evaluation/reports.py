@@ -7,6 +7,7 @@ import base64
 import html
 import io
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -49,15 +50,39 @@ def _on(value: object) -> str:
 # --------------------------------------------------------------------------- eval
 
 
+_CUTOFF = re.compile(r"^R@(\d+)$")
+
+
+def _beyond_depth(measure: str, result: ConfigurationResult) -> bool:
+    """Recall at k > return-n counts documents that cannot be returned: it only repeats
+    Recall@return-n, so the table shows "-" instead of a number that looks like more."""
+    match = _CUTOFF.match(measure)
+    return_n = result.settings.get("returnN")
+    if match is None or not isinstance(return_n, int):
+        return False
+    return int(match.group(1)) > return_n
+
+
+def table_measures(report: EvalReport) -> list[str]:
+    """The measures worth a column: a recall cut-off deeper than every configuration's
+    return-n is left out (the JSON report keeps every measure)."""
+    return [
+        m
+        for m in report.measures
+        if not report.configurations or not all(_beyond_depth(m, c) for c in report.configurations)
+    ]
+
+
 def eval_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the comparison table (shared by the terminal and HTML)."""
+    measures = table_measures(report)
     header = [
         "configuration",
         "mode",
         "cap",
         "grouping",
         "rerank",
-        *(display(m) for m in report.measures),
+        *(display(m) for m in measures),
         "docs/result",
         "no-evidence",
         "errors",
@@ -73,7 +98,7 @@ def eval_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
                 _cap(c),
                 _on(c.settings.get("engineGrouping")),
                 _on(c.settings.get("rerank")),
-                *(f"{c.metrics[m]:.4f}" for m in report.measures),
+                *("-" if _beyond_depth(m, c) else f"{c.metrics[m]:.4f}" for m in measures),
                 _fmt(c.distinct_documents, 2),
                 f"{c.no_evidence_rate:.1%}",
                 f"{c.error_rate:.1%}",
@@ -90,8 +115,11 @@ def eval_table(report: EvalReport) -> Table:
     header, rows = eval_rows(report)
     for index, column in enumerate(header):
         table.add_column(column, justify="left" if index < 5 else "right")
-    measure_columns = range(5, 5 + len(report.measures))
-    best = {i: max((row[i] for row in rows), key=float) if rows else "" for i in measure_columns}
+    measure_columns = range(5, 5 + len(table_measures(report)))
+    best = {
+        i: max((row[i] for row in rows if row[i] != "-"), key=float, default="")
+        for i in measure_columns
+    }
     for row in rows:
         table.add_row(
             *(
@@ -107,7 +135,7 @@ def _figure(report: EvalReport) -> Any:
 
     configs = report.configurations
     names = [c.name for c in configs]
-    measures = list(report.measures)
+    measures = table_measures(report)
     fig = Figure(figsize=(max(8.0, 1.6 * len(configs) + 5.0), 8.5), layout="constrained")
     top, bottom_left, bottom_right = fig.subplot_mosaic([["q", "q"], ["d", "l"]]).values()
     width = 0.8 / max(len(configs), 1)

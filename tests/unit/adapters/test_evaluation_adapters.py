@@ -232,7 +232,7 @@ def test_ir_measures_adapter_rejects_unknown_measures() -> None:
 # --------------------------------------------------------------------------- reports
 
 
-def make_report() -> EvalReport:
+def make_report(return_n: int | None = None) -> EvalReport:
     def config(name: str, ndcg: float, cap: int | None) -> ConfigurationResult:
         return ConfigurationResult(
             name=name,
@@ -243,6 +243,7 @@ def make_report() -> EvalReport:
                 "maxChunksPerDocument": cap,
                 "engineGrouping": False,
                 "rerank": True,
+                **({"returnN": return_n} if return_n is not None else {}),
             },
             queries=2,
             metrics=dict.fromkeys(MEASURES, ndcg),
@@ -283,6 +284,18 @@ def test_table_rows_show_every_configuration() -> None:
     text = console.export_text()
     assert "cap-off" in text
     assert "0.7500" in text
+
+
+def test_recall_deeper_than_return_n_gets_no_column() -> None:
+    # With 5 blocks returned, R@10 and R@20 can only repeat R@5: not printed.
+    header, rows = eval_rows(make_report(return_n=5))
+    assert header[5:8] == ["nDCG@10", "R@5", "MRR@10"]
+    assert all(len(row) == len(header) for row in rows)
+    header, rows = eval_rows(make_report(return_n=10))
+    assert header[5:9] == ["nDCG@10", "R@5", "R@10", "MRR@10"]
+    console = Console(width=200, record=True)
+    console.print(eval_table(make_report(return_n=5)))
+    assert "R@20" not in console.export_text()
 
 
 def test_json_png_and_html_are_written(tmp_path: Path) -> None:
