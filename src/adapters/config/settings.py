@@ -326,7 +326,11 @@ class RagSettings(_Section):
         description="Relevance in [0, 1] below which a hit is not usable evidence.",
     )
     search_mode: SearchMode = Field(
-        default=SearchMode.DENSE, description="dense, sparse (BM25) or hybrid (RRF of both)."
+        default=SearchMode.HYBRID,
+        description=(
+            "hybrid (RRF of dense and BM25; best on every eval, see benchmarks/README.md), "
+            "dense or sparse (BM25). Milvus servers before 2.5 have no BM25: use dense."
+        ),
     )
     engine_grouping: bool = Field(
         default=False,
@@ -428,7 +432,7 @@ class MilvusSettings(_Section):
     timeout_s: Number = Field(default=10.0, gt=0, description="Timeout of one Milvus call.")
     index: MilvusIndexSettings = Field(default_factory=MilvusIndexSettings)
     search_ef: Whole = Field(
-        default=128,
+        default=256,
         ge=1,
         le=32768,
         description="HNSW search depth ef (at least the number of hits asked for).",

@@ -86,7 +86,7 @@ from lookup_knowledge.domain.relevance import ScoreKind
 MAX_TOP_K = 16384  # Milvus' topk limit
 #: HNSW search depth: the smallest ef whose top 50 held >= 0.995 of the exact top 50
 #: on SciFact (benchmarks/bench_dense_recall.py).
-DEFAULT_SEARCH_EF = 128
+DEFAULT_SEARCH_EF = 256
 _GRAPH_INDEXES = frozenset({"HNSW", "HNSW_SQ", "HNSW_PQ", "HNSW_PRQ"})
 
 
