@@ -55,14 +55,14 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=None)
     parser.add_argument("--embedder", default="onnx-minilm")
     args = parser.parse_args()
-    app, beir, collection = open_scifact(
+    app, container, beir, collection = open_scifact(
         data_dir=DEFAULT_DATA_DIR, embedder=args.embedder, audit=False
     )
     try:
-        connection = app.container.milvus_connection()
+        connection = container.milvus_connection()
         client = connection.client()
         client.load_collection(collection)
-        embedder = app.container.embedder()
+        embedder = container.embedder()
         queries = [q.text for q in beir.dataset.queries][: args.queries]
         queries.append("Peroxynitrite is required for nitration of TCR/CD8.")  # issue 13
         vectors = np.asarray(embedder.embed_documents(queries), dtype=np.float32)

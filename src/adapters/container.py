@@ -51,13 +51,12 @@ from lookup_knowledge.adapters.runtime import (
 )
 from lookup_knowledge.adapters.telemetry import OpenTelemetryTelemetry
 from lookup_knowledge.adapters.text import SnowballJiebaAnalyzer
-from lookup_knowledge.application.analysis import TextAnalyzer
 from lookup_knowledge.application.answer_check import CheckAnswer
 from lookup_knowledge.application.evaluation import Replay, RunEval
 from lookup_knowledge.application.health import CheckHealth
 from lookup_knowledge.application.ingest import IngestConfig, IngestDocuments
 from lookup_knowledge.application.lookup import LookupKnowledge
-from lookup_knowledge.application.ports import AuditQueries, RankingMetrics
+from lookup_knowledge.application.ports import AuditQueries, RankingMetrics, TextAnalyzer
 from lookup_knowledge.application.query_transformer import QueryTransformer
 from lookup_knowledge.application.verify_citations import VerifyCitations
 from lookup_knowledge.domain.errors import ConfigurationError

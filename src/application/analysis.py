@@ -1,34 +1,7 @@
-"""``TextAnalyzer``: the port that turns text into the terms lexical matching compares.
-
-One analysis is applied to what is indexed for BM25 (title, breadcrumb and chunk text)
-and to the query, so both sides meet on the same terms; the Verifier can use the same
-analysis to compare an answer's wording with the evidence it was shown. ``fingerprint``
-names the analysis exactly (language, stemmer, stop words, segmenter, their versions):
-a collection records the fingerprint it was built with, and a search with another one
-is refused instead of silently matching differently analysed terms.
-"""
+"""What lexical (BM25) matching sees of a chunk; the analysis itself is the
+``TextAnalyzer`` port (``application/ports/analysis.py``)."""
 
 from __future__ import annotations
-
-from abc import ABC, abstractmethod
-
-
-class TextAnalyzer(ABC):
-    @property
-    @abstractmethod
-    def fingerprint(self) -> str:
-        """A stable name of this analysis; a different analysis has a different one."""
-
-    @abstractmethod
-    def terms(self, text: str) -> list[str]:
-        """The analysed terms of ``text`` in order (repeats kept: they are term frequency).
-
-        Every term is a non-empty run of letters and digits (``str.isalnum``), lower
-        case, with no spaces, so a term survives any word tokenizer unchanged."""
-
-    def analyse(self, text: str) -> str:
-        """The terms joined by single spaces: what a BM25 input field holds."""
-        return " ".join(self.terms(text))
 
 
 def lexical_text(title: str, breadcrumb: str, text: str) -> str:

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from lookup_knowledge.adapters.text import SnowballJiebaAnalyzer
-from lookup_knowledge.application.analysis import TextAnalyzer, lexical_text
+from lookup_knowledge.application.analysis import lexical_text
 from lookup_knowledge.application.ports import (
     ChunkRecord,
     KnowledgeSearchHit,
@@ -35,6 +35,7 @@ from lookup_knowledge.application.ports import (
     KnowledgeSearchRequest,
     KnowledgeStore,
     SearchCapabilities,
+    TextAnalyzer,
 )
 from lookup_knowledge.domain.errors import (
     IngestError,

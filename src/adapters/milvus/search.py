@@ -59,12 +59,12 @@ from lookup_knowledge.adapters.milvus.schema import (
     check_analysis,
 )
 from lookup_knowledge.adapters.text import SnowballJiebaAnalyzer
-from lookup_knowledge.application.analysis import TextAnalyzer
 from lookup_knowledge.application.ports import (
     KnowledgeSearchHit,
     KnowledgeSearchPort,
     KnowledgeSearchRequest,
     SearchCapabilities,
+    TextAnalyzer,
 )
 from lookup_knowledge.domain.errors import (
     InvalidInputError,

@@ -30,7 +30,7 @@ from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from lookup_knowledge.application.analysis import TextAnalyzer
+from lookup_knowledge.application.ports import TextAnalyzer
 from lookup_knowledge.domain.errors import ConfigurationError
 
 #: Lucene's ``EnglishAnalyzer.ENGLISH_STOP_WORDS_SET`` (also Elasticsearch ``_english_``).

@@ -1,6 +1,7 @@
 """Ports: the small interfaces the use cases need, one module per role.
 
 - ``search``: ``KnowledgeSearchPort`` (read side of the knowledge base), ``Embedder``
+- ``analysis``: ``TextAnalyzer`` (the terms BM25 and the Verifier compare)
 - ``ingest``: ``DocumentSource``, ``Chunker``, ``KnowledgeStore`` (write side)
 - ``audit``: ``ToolInvocationRecorder``, ``AuditQueries``, ``SessionState``
 - ``answer_check``: what the answer checker reads and stores (``SessionEvidenceReader``,
@@ -15,6 +16,7 @@ implement them; tests use fakes that subclass them. Nothing here knows about Mil
 SQL, HTTP or any framework. Every name is importable from this package.
 """
 
+from lookup_knowledge.application.ports.analysis import TextAnalyzer
 from lookup_knowledge.application.ports.answer_check import (
     MAX_OTHER_SESSIONS,
     AnswerCheck,
@@ -155,6 +157,7 @@ __all__ = [
     "SourceDocument",
     "Span",
     "Telemetry",
+    "TextAnalyzer",
     "TimeRange",
     "ToolInvocation",
     "ToolInvocationRecorder",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from lookup_knowledge.adapters.evaluation.beir import load_beir
 
-DATASET = Path(__file__).resolve().parents[2] / "benchmarks" / "datasets" / "northwind-zh"
+DATASET = Path(__file__).resolve().parents[3] / "benchmarks" / "datasets" / "northwind-zh"
 
 
 def test_the_shipped_corpus_is_the_sample_corpus() -> None:
