@@ -13,6 +13,7 @@ through the filter builder. Driver failures become ``IngestError``.
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -45,8 +46,8 @@ from lookup_knowledge.adapters.milvus.schema import (
     read_layout,
 )
 from lookup_knowledge.adapters.text import SnowballJiebaAnalyzer
-from lookup_knowledge.application.analysis import TextAnalyzer, lexical_text
-from lookup_knowledge.application.ports import ChunkRecord, KnowledgeStore
+from lookup_knowledge.application.analysis import lexical_text
+from lookup_knowledge.application.ports import ChunkRecord, KnowledgeStore, TextAnalyzer
 from lookup_knowledge.domain.errors import (
     IngestError,
     InvalidInputError,
@@ -291,14 +292,27 @@ class MilvusKnowledgeStore(KnowledgeStore):
         client = self._client()
         self._call("flush", client.flush, self._collection.name)
         if self._connection.is_lite:
+            self._reload_indexed(client)
+            self._collection.invalidate()
+
+    def _reload_indexed(self, client: Any, attempts: int = 20, pause_s: float = 0.25) -> None:
+        """Release and load (Lite): ``load`` builds or reads every segment's index. The
+        background builder may be writing an index file at that moment, and a load that
+        reads it half-written fails ("read error in ...idx"); a later attempt finds the
+        file complete (or the index attached), so the load is retried."""
+        for attempt in range(1, attempts + 1):
             self._call("release_collection", client.release_collection, self._collection.name)
             try:
                 client.load_collection(
                     self._collection.name, timeout=max(self._connection.timeout_s, 600.0)
                 )
+                return
             except DRIVER_ERRORS as error:
-                raise translate_ingest(error, "load_collection", self._collection.where) from error
-            self._collection.invalidate()
+                if attempt == attempts or "read error" not in str(error):
+                    raise translate_ingest(
+                        error, "load_collection", self._collection.where
+                    ) from error
+                time.sleep(pause_s)
 
     # ------------------------------------------------------------------ reads
 
