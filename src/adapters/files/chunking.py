@@ -219,8 +219,13 @@ class MarkdownChunker(Chunker):
         # The heading lines go in front of the first piece: the body is split to the
         # room the heading leaves (newlines between them are no tokens).
         room = capacity - self.count_tokens(head)
-        if room < MIN_PIECE_TOKENS:  # a heading too long to share: a piece of its own
-            return [head, *self._splitter(kind, capacity).chunks(body)]
+        if room < MIN_PIECE_TOKENS:  # a heading too long to share: pieces of its own
+            heads = (
+                [head]
+                if room >= 0
+                else [p for p in self._splitter("text", capacity).chunks(head) if p.strip()]
+            )
+            return [*heads, *self._splitter(kind, capacity).chunks(body)]
         pieces = [p for p in self._splitter(kind, room).chunks(body) if p.strip()]
         if not pieces:
             return [head]

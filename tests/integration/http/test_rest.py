@@ -62,7 +62,7 @@ def test_a_lookup_is_recorded_and_read_back_through_the_api(client: TestClient) 
 
     detail = client.get(f"/v1/invocations/{tool['invocationId']}").json()
     assert [e["document_id"] for e in detail["evidence"] if e["projected"]] == ids
-    assert detail["retrieval_details"]["retrievalTrace"]["mode"] == "dense"
+    assert detail["retrieval_details"]["retrievalTrace"]["mode"] == "hybrid"  # the default
 
     verdict = client.post(
         "/v1/verify", json={"session_id": "rest-1", "document_ids": [ids[0], "made-up#chunk-0"]}
