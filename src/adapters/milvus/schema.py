@@ -7,10 +7,12 @@ survivors only (late materialisation).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from lookup_knowledge.application.ports import EmbedderIdentity
 from lookup_knowledge.domain.errors import SchemaMismatch
 
 DEFAULT_COLLECTION = "knowledge_chunks"
@@ -23,12 +25,15 @@ SOURCE = "source"
 TITLE = "title"
 BREADCRUMB = "breadcrumb"
 SOURCE_TYPE = "source_type"
+SOURCE_NAME = "source_name"  # the ingest source that owns the row's document
 TEXT = "text"
 CONTENT_HASH = "content_hash"
 INGESTED_AT = "ingested_at"
 DENSE = "dense_vector"
 SPARSE = "sparse_vector"
 BM25_FUNCTION = "text_bm25"
+#: Collection property holding the embedder identity (JSON) the vectors were made with.
+EMBEDDER_PROPERTY = "lookup_knowledge.embedder"
 
 #: VARCHAR limits in bytes (UTF-8), as Milvus counts them.
 MAX_BYTES: Mapping[str, int] = {
@@ -39,6 +44,7 @@ MAX_BYTES: Mapping[str, int] = {
     TITLE: 1024,
     BREADCRUMB: 2048,
     SOURCE_TYPE: 64,
+    SOURCE_NAME: 512,
     TEXT: 65535,
     CONTENT_HASH: 64,
 }
@@ -55,6 +61,7 @@ _SCALARS: Mapping[str, str] = {
     TITLE: "VARCHAR",
     BREADCRUMB: "VARCHAR",
     SOURCE_TYPE: "VARCHAR",
+    SOURCE_NAME: "VARCHAR",
     TEXT: "VARCHAR",
     CONTENT_HASH: "VARCHAR",
     INGESTED_AT: "INT64",
@@ -69,10 +76,58 @@ class CollectionLayout:
     dimension: int | None  # None: no dense vector (sparse-only)
     bm25: bool  # has the BM25 function into the sparse field
     primary_key: str
+    embedder: EmbedderIdentity | None = None  # None: made by a tool that did not say
+
 
     @property
     def has_dense(self) -> bool:
         return self.dimension is not None
+
+
+def embedder_property(identity: EmbedderIdentity) -> str:
+    return json.dumps(
+        {
+            "provider": identity.provider,
+            "model": identity.model,
+            "dimension": identity.dimension,
+            "normalised": identity.normalised,
+        },
+        sort_keys=True,
+    )
+
+
+def _embedder_of(description: Mapping[str, Any], problems: list[str]) -> EmbedderIdentity | None:
+    properties = description.get("properties") or {}
+    raw = properties.get(EMBEDDER_PROPERTY) if isinstance(properties, Mapping) else None
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw)
+        return EmbedderIdentity(
+            provider=str(data["provider"]),
+            model=str(data["model"]),
+            dimension=int(data["dimension"]),
+            normalised=bool(data["normalised"]),
+        )
+    except (ValueError, TypeError, KeyError):
+        problems.append(f"property {EMBEDDER_PROPERTY!r} is not an embedder identity: {raw!r}")
+        return None
+
+
+def check_embedder(
+    layout: CollectionLayout, embedder: EmbedderIdentity | None, *, where: str
+) -> None:
+    """The collection's vectors must come from the embedder in use: two embedders of one
+    dimension give vectors that are not comparable (every search would miss)."""
+    if embedder is None or layout.embedder is None or layout.embedder == embedder:
+        return
+    raise SchemaMismatch(
+        f"Milvus collection {layout.name!r} at {where} was built with the embedder "
+        f"{layout.embedder.describe()}, but the configured embedder is "
+        f"{embedder.describe()}: configure the embedder the collection was built with "
+        f"(embedder.provider={layout.embedder.provider}), or point milvus.collection at a "
+        "new name and ingest again."
+    )
 
 
 def _type_name(value: Any) -> str:
@@ -118,13 +173,22 @@ def read_layout(description: Mapping[str, Any], *, where: str) -> CollectionLayo
             problems.append(f"field {SPARSE!r} is not the output of a BM25 function on {TEXT!r}")
     if dense is None and SPARSE not in fields:
         problems.append(f"neither a dense ({DENSE!r}) nor a sparse ({SPARSE!r}) vector field")
+    embedder = _embedder_of(description, problems)
     if problems:
+        older = (
+            f" (collections written before document ownership have no {SOURCE_NAME!r} field)"
+            if f"missing field {SOURCE_NAME!r}" in problems
+            else ""
+        )
         raise SchemaMismatch(
             f"Milvus collection {name!r} at {where} does not have the lookup-knowledge "
-            f"schema: {'; '.join(problems)}. Point milvus.collection at a new name (it is "
-            "created on first ingest), or drop this collection and ingest again."
+            f"schema{older}: {'; '.join(problems)}. Re-ingest: point milvus.collection at a "
+            "new name (it is created on first ingest), or drop this collection and ingest "
+            "again."
         )
-    return CollectionLayout(name=name, dimension=dimension, bm25=bm25, primary_key=PK)
+    return CollectionLayout(
+        name=name, dimension=dimension, bm25=bm25, primary_key=PK, embedder=embedder
+    )
 
 
 def check_dimension(layout: CollectionLayout, dimension: int | None, *, where: str) -> None:
@@ -162,7 +226,7 @@ def build_schema(
     schema.add_field(PK, DataType.VARCHAR, is_primary=True, max_length=MAX_BYTES[PK])
     schema.add_field(DOC_ID, DataType.VARCHAR, max_length=MAX_BYTES[DOC_ID])
     schema.add_field(CHUNK_INDEX, DataType.INT64)
-    for name in (CATEGORY, SOURCE, TITLE, BREADCRUMB, SOURCE_TYPE, CONTENT_HASH):
+    for name in (CATEGORY, SOURCE, TITLE, BREADCRUMB, SOURCE_TYPE, SOURCE_NAME, CONTENT_HASH):
         schema.add_field(name, DataType.VARCHAR, max_length=MAX_BYTES[name])
     schema.add_field(INGESTED_AT, DataType.INT64)
     text_kwargs: dict[str, Any] = {"max_length": MAX_BYTES[TEXT]}

@@ -51,6 +51,7 @@ from lookup_knowledge.adapters.milvus.schema import (
     SPARSE,
     TEXT,
     CollectionLayout,
+    check_embedder,
 )
 from lookup_knowledge.application.ports import (
     KnowledgeSearchHit,
@@ -240,6 +241,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
         vector: list[float] | None = None
         if mode.needs_query_vector:
             assert request.query_vector is not None  # KnowledgeSearchRequest checks it
+            check_embedder(layout, request.embedder, where=self._collection.where)
             vector = [float(x) for x in request.query_vector]
             if len(vector) != layout.dimension:
                 raise SchemaMismatch(
