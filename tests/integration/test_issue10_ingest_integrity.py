@@ -94,6 +94,26 @@ def test_issue10_item1_sync_never_deletes_another_sources_documents(
     }
 
 
+def test_issue10_item1_ingest_docs_sync_after_the_quickstart_keeps_the_sample_corpus(
+    app: LookupApp, tmp_path: Path
+) -> None:
+    from lookup_knowledge.sample_corpus import corpus_path
+
+    corpus = corpus_path()
+    categories = sorted(p for p in corpus.iterdir() if p.is_dir() and not p.name.startswith("_"))
+    first = app.ingest(categories, root=corpus, sync=True)  # as the quickstart does
+    assert first.added == 32
+    docs = tmp_path / "docs"
+    _write(docs, "mine.md", "# Mine\n\nMy own notes.\n")
+    report = app.ingest([docs], sync=True)  # the README's next step
+    assert (report.added, report.deleted) == (1, 0)
+    owners = _doc_ids(app)
+    assert len(owners) == 33
+    assert sum(1 for o in owners.values() if o == first.source_name) == 32
+    again = app.ingest(categories, root=corpus, sync=True)
+    assert (again.unchanged, again.deleted) == (32, 0)
+
+
 def test_issue10_item1_a_document_another_source_owns_is_refused_before_anything_is_written(
     app: LookupApp, tmp_path: Path
 ) -> None:

@@ -140,6 +140,8 @@ class FileDocumentSource(DocumentSource):
     def _configure(self, root: Path, name: str) -> None:
         """Root, name, doc_id prefix and sync scope (whole folders given -> every doc_id
         under them; files -> exactly them)."""
+        if getattr(self, "_root", None) != root:
+            self._files = None  # listed (and skipped files named) relative to the root
         self._root = root
         self._name = validate_source_name(name)
         self._prefix = self._prefix_given if self._prefix_given is not None else f"{name}/"
