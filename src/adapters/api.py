@@ -250,6 +250,8 @@ class LookupApp:
         root: str | Path | None = None,
         sync: bool = False,
         progress: Callable[[IngestProgress], None] | None = None,
+        source_name: str | None = None,
+        dry_run: bool = False,
     ) -> IngestReport:
         """``ingest`` for asyncio hosts, on the app's worker pool (``progress`` is called
         from that worker thread)."""
@@ -261,6 +263,8 @@ class LookupApp:
             root=root,
             sync=sync,
             progress=progress,
+            source_name=source_name,
+            dry_run=dry_run,
         )
         return await self._in_pool(call)
 

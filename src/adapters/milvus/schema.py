@@ -78,7 +78,6 @@ class CollectionLayout:
     primary_key: str
     embedder: EmbedderIdentity | None = None  # None: made by a tool that did not say
 
-
     @property
     def has_dense(self) -> bool:
         return self.dimension is not None
