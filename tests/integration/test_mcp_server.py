@@ -412,7 +412,7 @@ def test_check_answer_judges_claims_against_what_this_mcp_session_was_shown(
 
     found, good, bad = _run(scenario)
 
-    assert _returned_ids(found)[0].startswith("database/failover.md")
+    assert _returned_ids(found)[0].startswith("corpus/database/failover.md")
     assert good["verdict"] == "supported", good
     assert bad["verdict"] == "unsupported", bad
     assert any("five minutes" in r for r in bad["claims"][0]["reasons"])
