@@ -201,12 +201,20 @@ class LookupApp:
         root: str | Path | None = None,
         sync: bool = False,
         progress: Callable[[IngestProgress], None] | None = None,
+        source_name: str | None = None,
+        dry_run: bool = False,
     ) -> IngestReport:
-        """Ingest Markdown / text / HTML files and folders; idempotent per content hash."""
+        """Ingest Markdown / text / HTML files and folders; idempotent per content hash.
+
+        Every document belongs to one source (``source_name``, default: the ingest
+        root's folder name; a folder inside an ingested source joins it), whose name
+        prefixes its doc_ids. ``sync`` deletes only that source's documents that are
+        gone; a document another source owns is never replaced (``IngestConflict``).
+        ``dry_run`` writes nothing and returns the plan (``report.plan``)."""
         source: DocumentSource = self._container.document_source(
-            paths, root=root, category=category, doc_id=doc_id
+            paths, root=root, category=category, doc_id=doc_id, source_name=source_name
         )
-        return self.ingest_source(source, sync=sync, progress=progress)
+        return self.ingest_source(source, sync=sync, progress=progress, dry_run=dry_run)
 
     def ingest_source(
         self,
@@ -214,13 +222,14 @@ class LookupApp:
         *,
         sync: bool = False,
         progress: Callable[[IngestProgress], None] | None = None,
+        dry_run: bool = False,
     ) -> IngestReport:
         """Ingest documents a host already holds (any ``DocumentSource``, for example
         ``StaticDocumentSource``); ``sync`` deletes what the source no longer yields
-        within its scope."""
+        within its scope, of the documents it owns."""
         with self._call():
             report: IngestReport = self._container.ingest().execute(
-                source, sync=sync, progress=progress
+                source, sync=sync, progress=progress, dry_run=dry_run
             )
         return report
 
@@ -241,6 +250,8 @@ class LookupApp:
         root: str | Path | None = None,
         sync: bool = False,
         progress: Callable[[IngestProgress], None] | None = None,
+        source_name: str | None = None,
+        dry_run: bool = False,
     ) -> IngestReport:
         """``ingest`` for asyncio hosts, on the app's worker pool (``progress`` is called
         from that worker thread)."""
@@ -252,6 +263,8 @@ class LookupApp:
             root=root,
             sync=sync,
             progress=progress,
+            source_name=source_name,
+            dry_run=dry_run,
         )
         return await self._in_pool(call)
 

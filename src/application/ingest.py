@@ -2,10 +2,16 @@
 
 Read top to bottom, ``IngestDocuments.execute`` is the whole flow:
 
-    ensure the collection (embedder dimension) -> read what the store holds (doc_id ->
-    content hash) -> for each loaded document: unchanged (same hash) -> skip; otherwise
-    chunk -> batch -> embed in batches -> write in batches -> (sync) delete documents
-    that disappeared from the source -> report counts
+    ensure the collection (embedder identity and dimension) -> read what the store
+    holds (doc_id -> content hash, owning source) -> the source binds its name -> refuse
+    documents another source owns (``IngestConflict``, before anything is written) ->
+    for each loaded document: unchanged (same hash) -> skip; otherwise chunk -> batch
+    -> embed in batches -> write in batches -> (sync) delete documents of this source
+    that disappeared from it -> report counts (``dry_run``: the plan, nothing written)
+
+Ownership: every row carries the name of the source that wrote it (``source_name``).
+A run never replaces a document another source owns and ``sync`` deletes only
+documents the running source owns, so ingesting one folder never touches another's.
 
 Identity: every chunk row carries ``doc_id`` and ``chunk_index`` (contiguous from 0)
 and its primary key is the evidence key ``docId#chunk-N`` (``docs/architecture.md``, Evidence identity), so the lookup
@@ -39,8 +45,16 @@ from lookup_knowledge.application.ports import (
     KnowledgeStore,
     LoadedDocument,
     SourceDocument,
+    StoredDocument,
+    validate_source_name,
 )
-from lookup_knowledge.domain.errors import EmbeddingError, IngestError, InvalidInputError
+from lookup_knowledge.application.tool import MAX_INT
+from lookup_knowledge.domain.errors import (
+    EmbeddingError,
+    IngestConflict,
+    IngestError,
+    InvalidInputError,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -54,9 +68,23 @@ PENDING_HASH = "pending"
 class StaticDocumentSource(DocumentSource):
     """Documents a host already holds in memory (and tests)."""
 
-    def __init__(self, documents: Sequence[LoadedDocument], *, prefix: str = "") -> None:
+    def __init__(
+        self,
+        documents: Sequence[LoadedDocument],
+        *,
+        prefix: str = "",
+        source_name: str = "host",
+    ) -> None:
         self._documents = list(documents)
         self._prefix = prefix
+        self._name = validate_source_name(source_name)
+
+    @property
+    def source_name(self) -> str:
+        return self._name
+
+    def doc_ids(self) -> list[str]:
+        return [d.doc_id for d in self._documents if isinstance(d, SourceDocument)]
 
     def documents(self) -> Iterator[LoadedDocument]:
         yield from self._documents
@@ -86,6 +114,26 @@ ProgressCallback = Callable[[IngestProgress], None]
 
 
 @dataclass(frozen=True, slots=True)
+class IngestPlan:
+    """What a run does (or, dry-run, would do) by doc_id. ``deleted`` holds the
+    documents ``sync`` removes and those that became empty; ``conflicts`` the
+    (doc_id, owning source) pairs that refuse the run."""
+
+    added: tuple[str, ...] = ()
+    updated: tuple[str, ...] = ()
+    deleted: tuple[str, ...] = ()
+    conflicts: tuple[tuple[str, str], ...] = ()
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "added": list(self.added),
+            "updated": list(self.updated),
+            "deleted": list(self.deleted),
+            "conflicts": [{"docId": d, "owner": o} for d, o in self.conflicts],
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class IngestReport:
     documents_seen: int
     added: int
@@ -97,13 +145,24 @@ class IngestReport:
     chunks_deleted: int
     failures: tuple[DocumentLoadFailure, ...] = ()
     duration_ms: float = 0.0
+    source_name: str = ""
+    dry_run: bool = False
+    #: Set on a dry run: what would be added, updated, deleted (nothing was written).
+    plan: IngestPlan | None = None
 
     @property
     def wrote_nothing(self) -> bool:
         return self.chunks_written == 0 and self.chunks_deleted == 0
 
+    @property
+    def failed(self) -> int:
+        """Documents that could not be ingested (each in ``failures`` with its reason)."""
+        return len(self.failures)
+
     def as_dict(self) -> dict[str, object]:
-        return {
+        out: dict[str, object] = {
+            "sourceName": self.source_name,
+            "dryRun": self.dry_run,
             "documentsSeen": self.documents_seen,
             "added": self.added,
             "updated": self.updated,
@@ -117,6 +176,9 @@ class IngestReport:
             ],
             "durationMs": round(self.duration_ms, 3),
         }
+        if self.plan is not None:
+            out["plan"] = self.plan.as_dict()
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +238,9 @@ class _Run:
     notify: ProgressCallback
     fingerprint: str
     existing: dict[str, str]
+    owners: dict[str, str]
+    source_name: str
+    dry_run: bool = False
     seen: set[str] = field(default_factory=set)
     failed_ids: set[str] = field(default_factory=set)
     pending: list[_Pending] = field(default_factory=list)
@@ -188,6 +253,14 @@ class _Run:
     chunks_written: int = 0
     chunks_deleted: int = 0
     failures: list[DocumentLoadFailure] = field(default_factory=list)
+    plan_added: list[str] = field(default_factory=list)
+    plan_updated: list[str] = field(default_factory=list)
+    plan_deleted: list[str] = field(default_factory=list)
+    conflicts: list[tuple[str, str]] = field(default_factory=list)
+
+    def owner_other_than_me(self, doc_id: str) -> str | None:
+        owner = self.owners.get(doc_id)
+        return owner if owner is not None and owner != self.source_name else None
 
     def progress(self, phase: str, current: str = "") -> None:
         done = len(self.seen) + len(self.failures)
@@ -205,6 +278,16 @@ class _Run:
             chunks_deleted=self.chunks_deleted,
             failures=tuple(self.failures),
             duration_ms=duration_ms,
+            source_name=self.source_name,
+            dry_run=self.dry_run,
+            plan=IngestPlan(
+                added=tuple(self.plan_added),
+                updated=tuple(self.plan_updated),
+                deleted=tuple(self.plan_deleted),
+                conflicts=tuple(self.conflicts),
+            )
+            if self.dry_run
+            else None,
         )
 
 
@@ -239,23 +322,35 @@ class IngestDocuments:
         sync: bool = False,
         progress: ProgressCallback | None = None,
         allow_empty_sync: bool = False,
+        dry_run: bool = False,
     ) -> IngestReport:
         """Ingest everything ``source`` yields.
 
-        ``sync`` also deletes documents (those ``source.in_scope``) that the store holds
-        but the source no longer yields. A sync run whose source yields no document at
-        all refuses to delete anything unless ``allow_empty_sync`` (a wrong path must
-        not empty the knowledge base).
+        ``sync`` also deletes documents this source owns (and ``source.in_scope``)
+        that the store holds but the source no longer yields. A sync run whose source
+        yields no document at all refuses to delete anything unless
+        ``allow_empty_sync`` (a wrong path must not empty the knowledge base).
+        A document another source owns is never replaced: ``IngestConflict`` before
+        anything is written (when the source lists its doc_ids up front). ``dry_run``
+        reads and compares but writes nothing; the report carries the plan.
         """
         t0 = self._clock.monotonic()
         dimension = self._embedder.dimension if self._embedder is not None else None
-        self._store.ensure_collection(dimension)
+        identity = self._embedder.identity if self._embedder is not None else None
+        self._store.ensure_collection(dimension, identity, create=not dry_run)
+        stored: dict[str, StoredDocument] = self._store.documents()
+        owners = {doc_id: doc.source_name for doc_id, doc in stored.items()}
+        source.bind(owners)
         run = _Run(
             total=source.estimated_count(),
             notify=progress or (lambda _event: None),
             fingerprint=self.fingerprint,
-            existing=self._store.document_hashes(),
+            existing={doc_id: doc.content_hash for doc_id, doc in stored.items()},
+            owners=owners,
+            source_name=source.source_name,
+            dry_run=dry_run,
         )
+        self._refuse_conflicts(source, run)
         for loaded in source.documents():
             if isinstance(loaded, DocumentLoadFailure):
                 run.failures.append(loaded)
@@ -278,6 +373,18 @@ class IngestDocuments:
         logger.info("ingest done", extra={"ingest_report": result.as_dict()})
         return result
 
+    @staticmethod
+    def _refuse_conflicts(source: DocumentSource, run: _Run) -> None:
+        planned = source.doc_ids()
+        if planned is None:
+            return
+        for doc_id in dict.fromkeys(planned):
+            owner = run.owner_other_than_me(doc_id)
+            if owner is not None:
+                run.conflicts.append((doc_id, owner))
+        if run.conflicts and not run.dry_run:
+            raise _conflict(run.source_name, run.conflicts)
+
     # ------------------------------------------------------------------ steps
 
     def _take(self, doc: SourceDocument, run: _Run) -> None:
@@ -292,17 +399,45 @@ class IngestDocuments:
                 )
             )
             return
-        run.seen.add(doc.doc_id)
+        owner = run.owner_other_than_me(doc.doc_id)
+        if owner is not None:
+            # A source that could not list its doc_ids up front: refused here, before
+            # this document is written (earlier ones of this run may be).
+            if (doc.doc_id, owner) not in run.conflicts:
+                run.conflicts.append((doc.doc_id, owner))
+            if not run.dry_run:
+                raise _conflict(run.source_name, run.conflicts)
+            run.failed_ids.add(doc.doc_id)
+            return
         content_hash = document_hash(doc, run.fingerprint)
         existed = doc.doc_id in run.existing
         if run.existing.get(doc.doc_id) == content_hash:
+            run.seen.add(doc.doc_id)
             run.unchanged += 1
             return
-        chunks = self._chunk(doc)
+        try:
+            chunks = self._chunk(doc)
+        except InvalidInputError as error:
+            # One document the store could not keep faithfully (a chunk index beyond
+            # what the audit store records): a failure of that document, not the run.
+            run.failures.append(DocumentLoadFailure(doc.source or doc.doc_id, str(error), None))
+            run.failed_ids.add(doc.doc_id)
+            return
+        run.seen.add(doc.doc_id)
         if not chunks:
             run.empty += 1
             if existed:
-                run.chunks_deleted += self._store.delete_documents([doc.doc_id])
+                if run.dry_run:
+                    run.plan_deleted.append(doc.doc_id)
+                else:
+                    run.chunks_deleted += self._store.delete_documents([doc.doc_id])
+            return
+        if run.dry_run:
+            (run.plan_updated if existed else run.plan_added).append(doc.doc_id)
+            if existed:
+                run.updated += 1
+            else:
+                run.added += 1
             return
         run.pending.append(_Pending(doc, chunks, content_hash, existed))
         run.pending_chunks += len(chunks)
@@ -312,6 +447,11 @@ class IngestDocuments:
 
     def _chunk(self, doc: SourceDocument) -> list[Chunk]:
         chunks = self._chunker.chunk(doc)
+        if len(chunks) - 1 > MAX_INT:
+            raise InvalidInputError(
+                f"document {doc.doc_id!r} has {len(chunks)} chunks; chunk indexes above "
+                f"{MAX_INT} cannot be recorded (raise the chunk size)"
+            )
         for expected, chunk in enumerate(chunks):
             if chunk.doc_id != doc.doc_id or chunk.chunk_index != expected:
                 raise IngestError(
@@ -367,6 +507,7 @@ class IngestDocuments:
                     content_hash=item.content_hash,
                     ingested_at=now,
                     vector=next(vectors),
+                    source_name=run.source_name,
                 )
                 (heads if chunk.chunk_index == 0 else rest).append(record)
         new_heads = [
@@ -400,7 +541,10 @@ class IngestDocuments:
         vanished = sorted(
             doc_id
             for doc_id in run.existing
-            if doc_id not in run.seen and doc_id not in run.failed_ids and source.in_scope(doc_id)
+            if run.owners.get(doc_id) == run.source_name
+            and doc_id not in run.seen
+            and doc_id not in run.failed_ids
+            and source.in_scope(doc_id)
         )
         if not vanished:
             return
@@ -409,5 +553,19 @@ class IngestDocuments:
                 f"sync found no documents in the source but {len(vanished)} in the store; "
                 "refusing to delete them all (check the path, or allow an empty sync)"
             )
-        run.chunks_deleted += self._store.delete_documents(vanished)
         run.deleted += len(vanished)
+        if run.dry_run:
+            run.plan_deleted.extend(vanished)
+            return
+        run.chunks_deleted += self._store.delete_documents(vanished)
+
+
+def _conflict(source_name: str, conflicts: Sequence[tuple[str, str]]) -> IngestConflict:
+    doc_id, owner = conflicts[0]
+    more = f" (and {len(conflicts) - 1} more)" if len(conflicts) > 1 else ""
+    return IngestConflict(
+        f"source {source_name!r} would replace {doc_id!r}{more}, which source {owner!r} "
+        f"owns; nothing was written: ingest it from {owner!r}, or choose another source "
+        "name or doc_id",
+        tuple(conflicts),
+    )

@@ -20,6 +20,30 @@ MAX_DOCUMENT_ID_CHARS = 1024
 MAX_DOC_ID_CHARS = 512
 #: Counts and ranks: an SQL INTEGER.
 MAX_INT = 2**31 - 1
+#: An ingest source's name (the namespace of its doc_ids), as the knowledge store keeps it.
+MAX_SOURCE_NAME_CHARS = 128
+
+
+def unstorable_text(value: str, max_chars: int | None = None) -> str | None:
+    """Why ``value`` cannot be stored and read back exactly as it is, or None.
+
+    The audit store's limits (``docs/architecture.md``, Audit store): at most
+    ``max_chars`` characters, no NUL (PostgreSQL text rejects it, so the store would
+    write U+FFFD) and no lone UTF-16 surrogate (no UTF-8 encoder accepts one). Ingest
+    and the lookup apply the same rule, so an id the agent receives is the id recorded.
+    """
+    if not isinstance(value, str):
+        return f"is a {type(value).__name__}, not text"
+    if max_chars is not None and len(value) > max_chars:
+        return f"is {len(value)} characters; the limit is {max_chars}"
+    if "\x00" in value:
+        return "contains a NUL character"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "contains a lone surrogate (not valid Unicode text)"
+    return None
+
 
 TOOL_DESCRIPTION = (
     "Search the knowledge base for evidence. Returns evidence blocks, each with a "

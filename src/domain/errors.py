@@ -76,6 +76,18 @@ class IngestError(LookupKnowledgeError):
     code = "ingest_error"
 
 
+class IngestConflict(IngestError):
+    """An ingest would replace documents that another ingest source owns; nothing was
+    written. Choose another source name (or doc_id), or ingest from the owning source."""
+
+    code = "ingest_conflict"
+
+    def __init__(self, message: str, conflicts: tuple[tuple[str, str], ...] = ()) -> None:
+        super().__init__(message)
+        #: (doc_id, owning source) pairs.
+        self.conflicts = conflicts
+
+
 class AuditError(LookupKnowledgeError):
     code = "audit_error"
 

@@ -80,6 +80,9 @@ class EvidenceCandidate:
     metadata: Mapping[str, object] = field(
         default_factory=lambda: _EMPTY, compare=False, hash=False
     )
+    # The row's primary key as the engine returned it (late materialisation fetches by
+    # it: a row whose key differs from its evidence key is still found).
+    row_id: str | None = None
 
     def __post_init__(self) -> None:
         if self.original_rank < 1:

@@ -158,9 +158,15 @@ def test_retrieval_details_get_a_version_when_missing(backend: AuditBackend) -> 
 
 def test_text_a_database_refuses_is_stored_cleaned(backend: AuditBackend) -> None:
     """NUL and lone surrogates become U+FFFD, a surrogate pair its character, non-finite
-    numbers in the details null: the fake stores what the SQL store stores."""
+    numbers in the details null: the fake stores what the SQL store stores. Evidence
+    fields are kept exactly as the agent saw them, so a record whose evidence holds such
+    text is refused where it is made (issue 10, item 3)."""
     sid = session()
-    shown = replace(evidence(1, "doc#chunk-0"), source="a\x00\udfff.md", category="c\x00")
+    with pytest.raises(AuditError, match="source"):
+        replace(invocation(sid), evidence=(replace(evidence(1, "d#chunk-0"), source="a\x00"),))
+    with pytest.raises(AuditError, match="category"):
+        replace(invocation(sid), evidence=(replace(evidence(1, "d#chunk-0"), category="\udfff"),))
+    shown = replace(evidence(1, "doc#chunk-0"), source="a😀.md", category="c")
     dirty = replace(
         invocation(sid),
         query="q\x00\ud800 keeps\ttabs",
@@ -173,10 +179,7 @@ def test_text_a_database_refuses_is_stored_cleaned(backend: AuditBackend) -> Non
     assert detail.summary.query == "q\ufffd\ufffd keeps\ttabs"
     assert detail.summary.tool_call_id == "call-😀"
     assert detail.retrieval_details == {"k\ufffd": ["v\ufffd", None], "inf": None, "version": 1}
-    assert (detail.evidence[0].source, detail.evidence[0].category) == (
-        "a\ufffd\ufffd.md",
-        "c\ufffd",
-    )
+    assert (detail.evidence[0].source, detail.evidence[0].category) == ("a😀.md", "c")
 
 
 def test_a_record_after_close_is_kept_in_the_spool(backend: AuditBackend) -> None:

@@ -18,7 +18,7 @@ import socket
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ from lookup_knowledge.application.ports import (
     KnowledgeStore,
 )
 from lookup_knowledge.domain.errors import (
+    IngestError,
     InvalidInputError,
     SchemaMismatch,
     SearchBadRequest,
@@ -644,3 +645,78 @@ def test_grouping_keeps_documents_with_fewer_chunks_than_the_group_size(
     first_docs = list(dict.fromkeys(h.identity.doc_id for h in wide))[:4]
     grouped = run(backend, request_for(mode, query, 4, group_size=3))
     assert list(dict.fromkeys(h.identity.doc_id for h in grouped)) == first_docs
+
+
+# ---------------------------------------------------------------------------- ownership and
+# embedder identity (issue 10): the in-memory knowledge base and Milvus Lite alike
+
+
+@pytest.fixture(params=["memory", "milvus-lite"])
+def fresh_store(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[tuple[KnowledgeStore, KnowledgeSearchPort]]:
+    if request.param == "memory":
+        kb = InMemoryKnowledgeBase()
+        yield kb, kb
+        kb.close()
+        return
+    connection = MilvusConnection(str(tmp_path / "owners.db"), timeout_s=30.0)
+    collection = f"owners_{uuid.uuid4().hex[:12]}"
+    yield (
+        MilvusKnowledgeStore(connection, collection=collection),
+        MilvusKnowledgeSearch(connection, collection=collection, consistency_level="Strong"),
+    )
+    connection.close()
+
+
+def test_documents_report_their_hash_and_owning_source(
+    fresh_store: tuple[KnowledgeStore, KnowledgeSearchPort],
+) -> None:
+    store, _search = fresh_store
+    store.ensure_collection(DIM, EMBEDDER.identity)
+    owned = [replace(r, source_name="team-a") for r in CORPUS if r.doc_id == KAFKA]
+    store.upsert_chunks(owned)
+    [(doc_id, stored)] = store.documents().items()
+    assert (doc_id, stored.source_name, stored.content_hash) == (KAFKA, "team-a", f"hash-{KAFKA}")
+    assert store.document_hashes([KAFKA]) == {KAFKA: f"hash-{KAFKA}"}
+
+
+def test_a_dry_run_creates_no_collection(
+    fresh_store: tuple[KnowledgeStore, KnowledgeSearchPort],
+) -> None:
+    store, _search = fresh_store
+    store.ensure_collection(DIM, EMBEDDER.identity, create=False)
+    assert store.documents() == {}
+    assert store.count() == 0
+    with pytest.raises(IngestError):
+        store.upsert_chunks(CORPUS[:1])
+
+
+def test_another_embedder_of_the_same_dimension_is_a_schema_mismatch(
+    fresh_store: tuple[KnowledgeStore, KnowledgeSearchPort],
+) -> None:
+    store, search = fresh_store
+    store.ensure_collection(DIM, EMBEDDER.identity)
+    store.upsert_chunks(CORPUS[:3])
+    other = HashingEmbedder(DIM, bigrams=False).identity
+    assert other != EMBEDDER.identity
+    assert other.dimension == DIM
+    store.ensure_collection(DIM, EMBEDDER.identity)  # the same one again is fine
+    with pytest.raises(SchemaMismatch, match="embedder"):
+        store.ensure_collection(DIM, other)
+    vector = tuple(EMBEDDER.embed_query("kafka"))
+    for mode in (SearchMode.DENSE, SearchMode.HYBRID):
+        if mode not in search.capabilities().modes:
+            continue
+        with pytest.raises(SchemaMismatch, match="embedder"):
+            search.search(
+                KnowledgeSearchRequest("kafka", 3, mode, query_vector=vector, embedder=other)
+            )
+        assert search.search(
+            KnowledgeSearchRequest(
+                "kafka", 3, mode, query_vector=vector, embedder=EMBEDDER.identity
+            )
+        )
+    # BM25 needs no embedder: a sparse search is not refused.
+    if SearchMode.SPARSE in search.capabilities().modes:
+        search.search(KnowledgeSearchRequest("kafka", 3, SearchMode.SPARSE, embedder=other))

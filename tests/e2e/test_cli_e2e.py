@@ -146,7 +146,7 @@ def test_a_user_ingests_looks_up_and_verifies(tmp_path: Path, audit_url: str | N
     assert all("#chunk-" in i for i in ids)
     assert len(ids) == len(set(ids))
     assert result["evidenceBlocks"][0]["source"] == "operations/failover.md"
-    runbook_chunks = [i for i in ids if i.startswith("operations/failover.md#")]
+    runbook_chunks = [i for i in ids if i.startswith("docs/operations/failover.md#")]
     assert 1 <= len(runbook_chunks) <= 2, "per-document cap of 2"
 
     logged = user.run(

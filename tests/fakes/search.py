@@ -79,12 +79,18 @@ class FakeSearch(KnowledgeSearchPort):
         return hits
 
     def fetch_content(self, evidence_keys: Sequence[str]) -> dict[str, str]:
+        """By primary key, as the real stores fetch: a row's id (its evidence key when it
+        has no id)."""
         self.fetches.append(list(evidence_keys))
         out: dict[str, str] = {}
         for row in self.rows + [r for rs in self.filtered_rows.values() for r in rs]:
-            ident = extract_identity(row.metadata, row.id, 1)
-            if ident.evidence_key in evidence_keys and ident.evidence_key not in self.deleted:
-                out[ident.evidence_key] = row.content
+            key = (
+                row.id
+                if row.id is not None
+                else extract_identity(row.metadata, None, 1).evidence_key
+            )
+            if key in evidence_keys and key not in self.deleted:
+                out[key] = row.content
         return out
 
     def capabilities(self) -> SearchCapabilities:

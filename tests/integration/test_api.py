@@ -60,7 +60,7 @@ def test_lookup_then_verify(app: LookupApp) -> None:
     result = app.lookup("PG-53300 too many connections", session_id="api", step_id="1")
     assert result["found"]
     ids = [b["document_id"] for b in result["evidenceBlocks"]]
-    assert ids[0].startswith("database/pool.md#chunk-")
+    assert ids[0].startswith("kb/database/pool.md#chunk-")
     report = app.verify_citations("api", [ids[0], "nope#chunk-1"])
     assert report.valid_ids == (ids[0],)
     assert report.unknown == ("nope#chunk-1",)

@@ -169,7 +169,7 @@ def test_call_returns_the_tool_json_and_is_recorded(app: LookupApp, mode: str) -
     assert payload["found"] is True
     ids = _returned_ids(payload)
     assert ids
-    assert ids[0].startswith("database/failover.md")
+    assert ids[0].startswith("corpus/database/failover.md")
     assert set(payload) >= {"contextPack", "message", "relevanceLevel", "invocationId"}
 
     summary = _invocation(app, payload["invocationId"])
@@ -358,7 +358,7 @@ def test_serve_stdio_in_a_subprocess_records_one_session(tmp_path: Path, mode: s
 
     assert names == [TOOL_NAME, CHECK_TOOL_NAME]
     assert a["found"] is True, a["message"]
-    assert _returned_ids(a)[0].startswith("database/failover.md")
+    assert _returned_ids(a)[0].startswith("corpus/database/failover.md")
     assert b["found"] is True, b["message"]
 
     # The server process has exited; its records are in the SQLite audit file under the
@@ -412,7 +412,7 @@ def test_check_answer_judges_claims_against_what_this_mcp_session_was_shown(
 
     found, good, bad = _run(scenario)
 
-    assert _returned_ids(found)[0].startswith("database/failover.md")
+    assert _returned_ids(found)[0].startswith("corpus/database/failover.md")
     assert good["verdict"] == "supported", good
     assert bad["verdict"] == "unsupported", bad
     assert any("five minutes" in r for r in bad["claims"][0]["reasons"])

@@ -22,7 +22,7 @@ HERE = Path(__file__).resolve().parent
 
 def corpus_lines() -> list[str]:
     lines: list[str] = []
-    for loaded in FileDocumentSource(corpus_path()).documents():
+    for loaded in FileDocumentSource(corpus_path(), doc_id_prefix="").documents():
         if not isinstance(loaded, SourceDocument):
             raise SystemExit(f"cannot read a sample document: {loaded}")
         entry = {

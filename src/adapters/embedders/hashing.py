@@ -14,7 +14,7 @@ import math
 import re
 from collections.abc import Sequence
 
-from lookup_knowledge.application.ports import Embedder
+from lookup_knowledge.application.ports import Embedder, EmbedderIdentity
 from lookup_knowledge.domain.errors import EmbeddingError
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -34,6 +34,10 @@ class HashingEmbedder(Embedder):
     @property
     def name(self) -> str:
         return f"hashing-{self._dimension}{'-bigrams' if self._bigrams else ''}"
+
+    @property
+    def identity(self) -> EmbedderIdentity:
+        return EmbedderIdentity("hashing", self.name, self._dimension, normalised=True)
 
     def _features(self, text: str) -> list[str]:
         words = [w.lower() for w in _WORD.findall(text)]

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lookup_knowledge.application.ports import Embedder
+from lookup_knowledge.application.ports import Embedder, EmbedderIdentity
 from lookup_knowledge.domain.errors import EmbeddingError
 
 MINILM_MODEL_NAME = "all-MiniLM-L6-v2-onnx-int8"
@@ -94,6 +94,10 @@ class OnnxSentenceEmbedder(Embedder):
     @property
     def name(self) -> str:
         return self._name
+
+    @property
+    def identity(self) -> EmbedderIdentity:
+        return EmbedderIdentity("onnx-minilm", self._name, self._dimension, normalised=True)
 
     @property
     def model_path(self) -> Path:

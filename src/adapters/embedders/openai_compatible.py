@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from lookup_knowledge.application.ports import Embedder
+from lookup_knowledge.application.ports import Embedder, EmbedderIdentity
 from lookup_knowledge.domain.errors import EmbeddingError
 
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
@@ -84,6 +84,10 @@ class OpenAICompatibleEmbedder(Embedder):
     @property
     def name(self) -> str:
         return f"openai-compatible:{self._model}"
+
+    @property
+    def identity(self) -> EmbedderIdentity:
+        return EmbedderIdentity("openai", self._model, self.dimension, self._normalize)
 
     @property
     def dimension(self) -> int:

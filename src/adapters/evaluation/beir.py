@@ -200,6 +200,11 @@ class BeirCorpusSource(DocumentSource):
     def path(self) -> Path:
         return self._path
 
+    @property
+    def source_name(self) -> str:
+        """The dataset: its doc_ids are the corpus ids as the qrels name them."""
+        return self._dataset or "beir"
+
     def documents(self) -> Iterator[LoadedDocument]:
         if not self._path.is_file():
             raise IngestError(f"corpus file not found: {self._path}")

@@ -30,11 +30,13 @@ from lookup_knowledge.adapters.text import SnowballJiebaAnalyzer
 from lookup_knowledge.application.analysis import lexical_text
 from lookup_knowledge.application.ports import (
     ChunkRecord,
+    EmbedderIdentity,
     KnowledgeSearchHit,
     KnowledgeSearchPort,
     KnowledgeSearchRequest,
     KnowledgeStore,
     SearchCapabilities,
+    StoredDocument,
     TextAnalyzer,
 )
 from lookup_knowledge.domain.errors import (
@@ -102,6 +104,7 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore):
         self._rows: dict[str, _Row] = {}
         self._created = False
         self._dimension: int | None = None
+        self._embedder: EmbedderIdentity | None = None
         self._closed = False
         self._lock = threading.RLock()
 
@@ -129,23 +132,42 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore):
 
     # ------------------------------------------------------------------ store
 
-    def ensure_collection(self, dimension: int | None) -> None:
+    def ensure_collection(
+        self,
+        dimension: int | None,
+        embedder: EmbedderIdentity | None = None,
+        *,
+        create: bool = True,
+    ) -> None:
         with self._lock:
             self._check_open()
             if not self._created:
-                self._created, self._dimension = True, dimension
-            elif dimension != self._dimension:
+                if create:
+                    self._created, self._dimension = True, dimension
+                    self._embedder = embedder
+                return
+            if dimension != self._dimension:
                 raise SchemaMismatch(
                     f"the in-memory knowledge base holds {self._dimension}-dim vectors; the "
                     f"embedder produces {dimension}: use one embedder for ingest and lookup"
                 )
+            self._check_embedder(embedder)
 
-    def document_hashes(self, doc_ids: Sequence[str] | None = None) -> dict[str, str]:
+    def _check_embedder(self, embedder: EmbedderIdentity | None) -> None:
+        if embedder is None or self._embedder is None or embedder == self._embedder:
+            return
+        raise SchemaMismatch(
+            f"the in-memory knowledge base was built with the embedder "
+            f"{self._embedder.describe()}, but the configured embedder is "
+            f"{embedder.describe()}: use one embedder for ingest and lookup"
+        )
+
+    def documents(self, doc_ids: Sequence[str] | None = None) -> dict[str, StoredDocument]:
         with self._lock:
             self._check_open()
             wanted = set(doc_ids) if doc_ids is not None else None
             return {
-                row.record.doc_id: row.record.content_hash
+                row.record.doc_id: StoredDocument(row.record.content_hash, row.record.source_name)
                 for row in self._rows.values()
                 if row.record.chunk_index == 0 and (wanted is None or row.record.doc_id in wanted)
             }
@@ -213,6 +235,7 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore):
             ]
             if mode.needs_query_vector:
                 assert request.query_vector is not None
+                self._check_embedder(request.embedder)
                 if self._dimension is not None and len(request.query_vector) != self._dimension:
                     raise SchemaMismatch(
                         f"the query vector has {len(request.query_vector)} dimensions; the "

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from lookup_knowledge.application.ports import EmbedderIdentity
 from lookup_knowledge.domain.errors import SchemaMismatch
 
 DEFAULT_COLLECTION = "knowledge_chunks"
@@ -34,6 +35,7 @@ SOURCE = "source"
 TITLE = "title"
 BREADCRUMB = "breadcrumb"
 SOURCE_TYPE = "source_type"
+SOURCE_NAME = "source_name"  # the ingest source that owns the row's document
 TEXT = "text"
 BM25_TEXT = "bm25_text"
 CONTENT_HASH = "content_hash"
@@ -41,6 +43,8 @@ INGESTED_AT = "ingested_at"
 DENSE = "dense_vector"
 SPARSE = "sparse_vector"
 BM25_FUNCTION = "text_bm25"
+#: Collection property holding the embedder identity (JSON) the vectors were made with.
+EMBEDDER_PROPERTY = "lookup_knowledge.embedder"
 
 #: Version of this schema. 2: BM25 over ``bm25_text`` (analysed title + breadcrumb +
 #: text) instead of the raw ``text``; schema and analysis recorded as properties.
@@ -66,6 +70,7 @@ MAX_BYTES: Mapping[str, int] = {
     TITLE: 1024,
     BREADCRUMB: 2048,
     SOURCE_TYPE: 64,
+    SOURCE_NAME: 512,
     TEXT: 65535,
     BM25_TEXT: 65535,
     CONTENT_HASH: 64,
@@ -83,6 +88,7 @@ _SCALARS: Mapping[str, str] = {
     TITLE: "VARCHAR",
     BREADCRUMB: "VARCHAR",
     SOURCE_TYPE: "VARCHAR",
+    SOURCE_NAME: "VARCHAR",
     TEXT: "VARCHAR",
     CONTENT_HASH: "VARCHAR",
     INGESTED_AT: "INT64",
@@ -100,10 +106,57 @@ class CollectionLayout:
     schema_version: int = SCHEMA_VERSION
     analysis: str | None = None  # fingerprint of the analysis of bm25_text (None: no BM25)
     dense_index: Mapping[str, Any] | None = None  # as created: {"type": ..., params...}
+    embedder: EmbedderIdentity | None = None  # None: made by a tool that did not say
 
     @property
     def has_dense(self) -> bool:
         return self.dimension is not None
+
+
+def embedder_property(identity: EmbedderIdentity) -> str:
+    return json.dumps(
+        {
+            "provider": identity.provider,
+            "model": identity.model,
+            "dimension": identity.dimension,
+            "normalised": identity.normalised,
+        },
+        sort_keys=True,
+    )
+
+
+def _embedder_of(description: Mapping[str, Any], problems: list[str]) -> EmbedderIdentity | None:
+    properties = description.get("properties") or {}
+    raw = properties.get(EMBEDDER_PROPERTY) if isinstance(properties, Mapping) else None
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw)
+        return EmbedderIdentity(
+            provider=str(data["provider"]),
+            model=str(data["model"]),
+            dimension=int(data["dimension"]),
+            normalised=bool(data["normalised"]),
+        )
+    except (ValueError, TypeError, KeyError):
+        problems.append(f"property {EMBEDDER_PROPERTY!r} is not an embedder identity: {raw!r}")
+        return None
+
+
+def check_embedder(
+    layout: CollectionLayout, embedder: EmbedderIdentity | None, *, where: str
+) -> None:
+    """The collection's vectors must come from the embedder in use: two embedders of one
+    dimension give vectors that are not comparable (every search would miss)."""
+    if embedder is None or layout.embedder is None or layout.embedder == embedder:
+        return
+    raise SchemaMismatch(
+        f"Milvus collection {layout.name!r} at {where} was built with the embedder "
+        f"{layout.embedder.describe()}, but the configured embedder is "
+        f"{embedder.describe()}: configure the embedder the collection was built with "
+        f"(embedder.provider={layout.embedder.provider}), or point milvus.collection at a "
+        "new name and ingest again."
+    )
 
 
 def _type_name(value: Any) -> str:
@@ -164,11 +217,18 @@ def read_layout(description: Mapping[str, Any], *, where: str) -> CollectionLayo
             )
     if dense is None and SPARSE not in fields:
         problems.append(f"neither a dense ({DENSE!r}) nor a sparse ({SPARSE!r}) vector field")
+    embedder = _embedder_of(description, problems)
     if problems:
+        older = (
+            f" (collections written before document ownership have no {SOURCE_NAME!r} field)"
+            if f"missing field {SOURCE_NAME!r}" in problems
+            else ""
+        )
         raise SchemaMismatch(
             f"Milvus collection {name!r} at {where} does not have the lookup-knowledge "
-            f"schema: {'; '.join(problems)}. Point milvus.collection at a new name (it is "
-            "created on first ingest), or drop this collection and ingest again."
+            f"schema{older}: {'; '.join(problems)}. Re-ingest: point milvus.collection at a "
+            "new name (it is created on first ingest), or drop this collection and ingest "
+            "again."
         )
     analysis = properties.get(ANALYSIS_PROPERTY)
     dense_index: Mapping[str, Any] | None = None
@@ -185,6 +245,7 @@ def read_layout(description: Mapping[str, Any], *, where: str) -> CollectionLayo
         schema_version=SCHEMA_VERSION,
         analysis=str(analysis) if bm25 and analysis else None,
         dense_index=dense_index if dimension is not None else None,
+        embedder=embedder,
     )
 
 
@@ -246,7 +307,7 @@ def build_schema(
     schema.add_field(PK, DataType.VARCHAR, is_primary=True, max_length=MAX_BYTES[PK])
     schema.add_field(DOC_ID, DataType.VARCHAR, max_length=MAX_BYTES[DOC_ID])
     schema.add_field(CHUNK_INDEX, DataType.INT64)
-    for name in (CATEGORY, SOURCE, TITLE, BREADCRUMB, SOURCE_TYPE, CONTENT_HASH):
+    for name in (CATEGORY, SOURCE, TITLE, BREADCRUMB, SOURCE_TYPE, SOURCE_NAME, CONTENT_HASH):
         schema.add_field(name, DataType.VARCHAR, max_length=MAX_BYTES[name])
     schema.add_field(INGESTED_AT, DataType.INT64)
     schema.add_field(TEXT, DataType.VARCHAR, max_length=MAX_BYTES[TEXT])

@@ -57,6 +57,7 @@ from lookup_knowledge.adapters.milvus.schema import (
     TEXT,
     CollectionLayout,
     check_analysis,
+    check_embedder,
 )
 from lookup_knowledge.adapters.text import SnowballJiebaAnalyzer
 from lookup_knowledge.application.ports import (
@@ -293,6 +294,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
         vector: list[float] | None = None
         if mode.needs_query_vector:
             assert request.query_vector is not None  # KnowledgeSearchRequest checks it
+            check_embedder(layout, request.embedder, where=self._collection.where)
             vector = [float(x) for x in request.query_vector]
             if len(vector) != layout.dimension:
                 raise SchemaMismatch(

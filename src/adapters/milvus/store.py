@@ -31,10 +31,12 @@ from lookup_knowledge.adapters.milvus.schema import (
     DEFAULT_COLLECTION,
     DENSE,
     DOC_ID,
+    EMBEDDER_PROPERTY,
     INGESTED_AT,
     MAX_BYTES,
     PK,
     SOURCE,
+    SOURCE_NAME,
     SOURCE_TYPE,
     TEXT,
     TITLE,
@@ -42,12 +44,20 @@ from lookup_knowledge.adapters.milvus.schema import (
     build_schema,
     check_analysis,
     check_dimension,
+    check_embedder,
     collection_properties,
+    embedder_property,
     read_layout,
 )
 from lookup_knowledge.adapters.text import SnowballJiebaAnalyzer
 from lookup_knowledge.application.analysis import lexical_text
-from lookup_knowledge.application.ports import ChunkRecord, KnowledgeStore, TextAnalyzer
+from lookup_knowledge.application.ports import (
+    ChunkRecord,
+    EmbedderIdentity,
+    KnowledgeStore,
+    StoredDocument,
+    TextAnalyzer,
+)
 from lookup_knowledge.domain.errors import (
     IngestError,
     InvalidInputError,
@@ -183,13 +193,22 @@ class MilvusKnowledgeStore(KnowledgeStore):
 
     # ------------------------------------------------------------------ lifecycle
 
-    def ensure_collection(self, dimension: int | None) -> None:
+    def ensure_collection(
+        self,
+        dimension: int | None,
+        embedder: EmbedderIdentity | None = None,
+        *,
+        create: bool = True,
+    ) -> None:
         if dimension is not None and dimension < 1:
             raise InvalidInputError("dimension must be >= 1")
         layout = self._layout()
         if layout is not None:
             check_dimension(layout, dimension, where=self._collection.where)
             check_analysis(layout, self._text.fingerprint, where=self._collection.where)
+            check_embedder(layout, embedder, where=self._collection.where)
+            return
+        if not create:
             return
         try:
             server = self._connection.capabilities()
@@ -208,15 +227,21 @@ class MilvusKnowledgeStore(KnowledgeStore):
                 f"a store without an embedder needs the BM25 function of {server.requirement()}; "
                 f"the server at {self._connection.uri} is {server.version}: configure an embedder"
             )
-        self._create(dimension, server.bm25)
+        self._create(dimension, server.bm25, embedder)
         self._collection.invalidate()
         created = self._layout()
         if created is None:  # pragma: no cover - the server lost what it just created
             raise IngestError(f"collection {self._collection.name!r} vanished after creation")
         check_dimension(created, dimension, where=self._collection.where)
 
-    def _create(self, dimension: int | None, bm25: bool) -> None:
+    def _create(self, dimension: int | None, bm25: bool, embedder: EmbedderIdentity | None) -> None:
         client = self._client()
+        properties = collection_properties(
+            self._text.fingerprint if bm25 else None,
+            {"type": self._index_type, **self._index_params} if dimension is not None else None,
+        )
+        if embedder is not None:
+            properties[EMBEDDER_PROPERTY] = embedder_property(embedder)
         schema, index = build_schema(
             client,
             dimension=dimension,
@@ -231,12 +256,7 @@ class MilvusKnowledgeStore(KnowledgeStore):
                 schema=schema,
                 index_params=index,
                 consistency_level=self._consistency,
-                properties=collection_properties(
-                    self._text.fingerprint if bm25 else None,
-                    {"type": self._index_type, **self._index_params}
-                    if dimension is not None
-                    else None,
-                ),
+                properties=properties,
                 timeout=max(self._connection.timeout_s, 60.0),
             )
         except DRIVER_ERRORS as error:
@@ -273,6 +293,7 @@ class MilvusKnowledgeStore(KnowledgeStore):
             "bm25": layout.bm25 if layout else None,
             "analysis": layout.analysis if layout else None,
             "schemaVersion": layout.schema_version if layout else None,
+            "embedder": layout.embedder.describe() if layout and layout.embedder else None,
             "rows": self.count(),
             "serverVersion": server.version,
         }
@@ -325,7 +346,7 @@ class MilvusKnowledgeStore(KnowledgeStore):
         )
         return int(rows[0]["count(*)"]) if rows else 0
 
-    def document_hashes(self, doc_ids: Sequence[str] | None = None) -> dict[str, str]:
+    def documents(self, doc_ids: Sequence[str] | None = None) -> dict[str, StoredDocument]:
         if self._layout() is None:
             return {}
         client = self._client()
@@ -339,17 +360,20 @@ class MilvusKnowledgeStore(KnowledgeStore):
                 all_of([head, in_list(DOC_ID, wanted[i : i + self._filter_batch])])
                 for i in range(0, len(wanted), self._filter_batch)
             ]
-        out: dict[str, str] = {}
+        out: dict[str, StoredDocument] = {}
         for expression in filters:
             rows = self._read(
                 "read content hashes",
                 client.query,
                 self._collection.name,
                 filter=expression,
-                output_fields=[DOC_ID, CONTENT_HASH],
+                output_fields=[DOC_ID, CONTENT_HASH, SOURCE_NAME],
             )
             for row in rows:
-                out[str(row[DOC_ID])] = str(row[CONTENT_HASH])
+                out[str(row[DOC_ID])] = StoredDocument(
+                    content_hash=str(row[CONTENT_HASH]),
+                    source_name=str(row.get(SOURCE_NAME) or ""),
+                )
         return out
 
     @staticmethod
@@ -371,6 +395,7 @@ class MilvusKnowledgeStore(KnowledgeStore):
         for name, value in (
             (DOC_ID, record.doc_id),
             (CATEGORY, record.category),
+            (SOURCE_NAME, record.source_name),
             (PK, record.evidence_key),
         ):
             if len(value.encode("utf-8")) > MAX_BYTES[name]:
@@ -391,6 +416,7 @@ class MilvusKnowledgeStore(KnowledgeStore):
             TITLE: fit_bytes(record.title, MAX_BYTES[TITLE]),
             BREADCRUMB: fit_bytes(record.breadcrumb, MAX_BYTES[BREADCRUMB]),
             SOURCE_TYPE: fit_bytes(record.source_type, MAX_BYTES[SOURCE_TYPE]),
+            SOURCE_NAME: record.source_name,
             TEXT: record.text,
             CONTENT_HASH: record.content_hash,
             INGESTED_AT: int(record.ingested_at.timestamp() * 1000),

@@ -115,6 +115,11 @@ class Assembler:
         }
         if out.processed.vanished:
             trace["vanished"] = list(out.processed.vanished)
+        dropped = [*out.retrieval.dropped, *out.processed.dropped]
+        if dropped:
+            # Hits not served, each with its reason: unrecordable ids or fields, no
+            # text, a row gone before its content was fetched.
+            trace["dropped"] = [d.as_trace() for d in dropped]
         return trace
 
     @staticmethod

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from lookup_knowledge.application.lookup.config import LookupConfig
-from lookup_knowledge.application.lookup.retriever import Materialised, Retrieval
+from lookup_knowledge.application.lookup.retriever import DroppedHit, Materialised, Retrieval
 from lookup_knowledge.application.ports import Clock
 from lookup_knowledge.domain.model import QueryHints, RankedCandidate
 from lookup_knowledge.domain.postprocess import (
@@ -38,6 +38,7 @@ class PostProcessed:
     counts: Mapping[str, int] = field(default_factory=dict)
     vanished: tuple[str, ...] = ()
     duration_ms: float = 0.0
+    dropped: tuple[DroppedHit, ...] = ()  # at materialisation, with the reason
 
     def with_materialised(self, materialised: Materialised) -> PostProcessed:
         """The returned evidence once its content is fetched: what vanished is dropped."""
@@ -53,6 +54,7 @@ class PostProcessed:
             counts={**self.counts, "returned": len(materialised.kept)},
             vanished=materialised.vanished,
             duration_ms=self.duration_ms,
+            dropped=materialised.dropped,
         )
 
 

@@ -8,7 +8,13 @@
 
 An explicit category is the host's filter: it is never dropped by a retry. Hits become
 candidates here, with their identity, normalised relevance and absolute strength. With
-late materialisation on, the survivors' content is fetched afterwards (``materialise``).
+late materialisation on, the survivors' content is fetched afterwards (``materialise``),
+by the row's primary key.
+
+A hit the audit store could not record exactly as the agent would see it (an id, a
+category or a source beyond the limits of ``evidence_problem``, a NUL or a lone
+surrogate in one) and a hit without text are dropped here, each with its reason in the
+retrieval trace (``dropped``): evidence is never served unrecorded or empty.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from lookup_knowledge.application.ports import (
     KnowledgeSearchHit,
     KnowledgeSearchPort,
     KnowledgeSearchRequest,
+    evidence_problem,
 )
 from lookup_knowledge.domain.errors import ConfigurationError
 from lookup_knowledge.domain.model import EvidenceCandidate, QueryHints, RankedCandidate, SearchMode
@@ -38,6 +45,7 @@ class SearchPass:
     hits: int
     usable: int
     duration_ms: float
+    dropped: int = 0  # hits that could not be served (see ``Retrieval.dropped``)
 
     def as_trace(self) -> dict[str, object]:
         return {
@@ -45,8 +53,52 @@ class SearchPass:
             "filterSource": self.filter_source,
             "hits": self.hits,
             "usable": self.usable,
+            "dropped": self.dropped,
             "durationMs": round(self.duration_ms, 3),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class DroppedHit:
+    """A hit that was not served, and why. ``document_id`` is shown escaped (it may hold
+    the very characters that made it unservable)."""
+
+    document_id: str
+    reason: str
+
+    def as_trace(self) -> dict[str, str]:
+        return {"document_id": self.document_id, "reason": self.reason}
+
+
+def _shown(key: str, limit: int = 200) -> str:
+    text = key if len(key) <= limit else key[:limit] + "..."
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
+
+
+def _unservable(candidate: EvidenceCandidate) -> str | None:
+    """Why a candidate must not be served, or None."""
+    problem = evidence_problem(
+        candidate.evidence_key,
+        candidate.doc_id,
+        candidate.identity.chunk_index,
+        candidate.category,
+        candidate.source,
+    )
+    if problem is not None:
+        return f"cannot be recorded exactly: {problem}"
+    return _empty_or_broken(candidate.content)
+
+
+def _empty_or_broken(content: str | None) -> str | None:
+    if content is None:
+        return None
+    if not content.strip():
+        return "empty text"
+    try:
+        content.encode("utf-8")
+    except UnicodeEncodeError:
+        return "text contains a lone surrogate (not valid Unicode text)"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +111,7 @@ class Retrieval:
     below_min_relevance: int = 0  # of the pass whose hits are used
     timings_ms: Mapping[str, float] = field(default_factory=dict)
     search_parameters: Mapping[str, object] = field(default_factory=dict)
+    dropped: tuple[DroppedHit, ...] = ()  # of every pass
 
     @property
     def filter_applied(self) -> str | None:
@@ -76,6 +129,7 @@ class Materialised:
     kept: tuple[RankedCandidate, ...]
     vanished: tuple[str, ...] = ()
     duration_ms: float = 0.0
+    dropped: tuple[DroppedHit, ...] = ()  # vanished or empty, with the reason
 
 
 class Retriever:
@@ -100,7 +154,10 @@ class Retriever:
         first_filter = category or hints.filter_candidate
         source = "explicit" if category else ("l0" if first_filter else None)
         passes: list[SearchPass] = []
-        usable, below = self._search_pass(query, mode, vector, first_filter, source, passes)
+        dropped: list[DroppedHit] = []
+        usable, below = self._search_pass(
+            query, mode, vector, first_filter, source, passes, dropped
+        )
         fallback_reason: str | None = None
         if not usable and first_filter is not None and source == "l0":
             fallback_reason = (
@@ -108,7 +165,7 @@ class Retriever:
                 if passes[-1].hits == 0
                 else "filtered_pass_below_min_relevance"
             )
-            usable, below = self._search_pass(query, mode, vector, None, None, passes)
+            usable, below = self._search_pass(query, mode, vector, None, None, passes, dropped)
         timings["search"] = sum(p.duration_ms for p in passes)
         return Retrieval(
             candidates=tuple(usable),
@@ -117,32 +174,48 @@ class Retriever:
             below_min_relevance=below,
             timings_ms=timings,
             search_parameters=dict(self._search.search_parameters()),
+            dropped=tuple(dropped),
         )
 
     def materialise(self, final: Sequence[RankedCandidate]) -> Materialised:
-        """Fetch the content of candidates searched without it (late materialisation).
-        A row deleted between search and fetch (a concurrent re-ingest) is dropped: a
-        block is never shown without its text."""
-        missing = [r.evidence_key for r in final if r.candidate.content is None]
+        """Fetch the content of candidates searched without it (late materialisation),
+        by each row's primary key. A row deleted between search and fetch (a concurrent
+        re-ingest) or one without text is dropped with its reason: a block is never
+        shown without its text."""
+        missing = [_row_key(r) for r in final if r.candidate.content is None]
         if not missing:
             return Materialised(kept=tuple(final))
         t = self._clock.monotonic()
         fetched = self._search.fetch_content(missing)
         kept: list[RankedCandidate] = []
         vanished: list[str] = []
+        dropped: list[DroppedHit] = []
         for item in final:
             content = item.candidate.content
-            if content is None and item.evidence_key in fetched:
-                item = item.with_candidate(item.candidate.with_content(fetched[item.evidence_key]))
+            if content is None and _row_key(item) in fetched:
+                item = item.with_candidate(item.candidate.with_content(fetched[_row_key(item)]))
                 content = item.candidate.content
             if content is None:
                 vanished.append(item.evidence_key)
-            else:
-                kept.append(item)
+                dropped.append(
+                    DroppedHit(
+                        _shown(item.evidence_key),
+                        f"no row with primary key {_shown(_row_key(item))!r} at fetch time "
+                        "(deleted meanwhile)",
+                    )
+                )
+                continue
+            why = _empty_or_broken(content)
+            if why is not None:
+                vanished.append(item.evidence_key)
+                dropped.append(DroppedHit(_shown(item.evidence_key), why))
+                continue
+            kept.append(item)
         return Materialised(
             kept=tuple(kept),
             vanished=tuple(vanished),
             duration_ms=(self._clock.monotonic() - t) * 1000.0,
+            dropped=tuple(dropped),
         )
 
     # ------------------------------------------------------------------ parts
@@ -169,6 +242,7 @@ class Retriever:
         category: str | None,
         source: str | None,
         passes: list[SearchPass],
+        dropped: list[DroppedHit],
     ) -> tuple[list[EvidenceCandidate], int]:
         settings = self._config.retrieval
         cap = settings.max_chunks_per_document
@@ -180,21 +254,32 @@ class Retriever:
             category_filter=category,
             group_size=cap if self._config.engine_grouping and cap else None,
             include_content=not self._config.late_materialisation,
+            embedder=self._embedder.identity
+            if vector is not None and self._embedder is not None
+            else None,
         )
         t = self._clock.monotonic()
         hits = self._search.search(request)
         duration_ms = (self._clock.monotonic() - t) * 1000.0
-        candidates = [
-            self._candidate(hit, rank, mode, category) for rank, hit in enumerate(hits, 1)
-        ]
+        candidates: list[EvidenceCandidate] = []
+        unservable = 0
+        for rank, hit in enumerate(hits, 1):
+            candidate = self._candidate(hit, rank, mode, category)
+            why = _unservable(candidate)
+            if why is None:
+                candidates.append(candidate)
+            else:
+                unservable += 1
+                dropped.append(DroppedHit(_shown(candidate.evidence_key), why))
         usable = [c for c in candidates if c.evidence_strength >= settings.min_relevance]
         passes.append(
             SearchPass(
                 filter=category,
                 filter_source=source,
-                hits=len(candidates),
+                hits=len(hits),
                 usable=len(usable),
                 duration_ms=duration_ms,
+                dropped=unservable,
             )
         )
         return usable, len(candidates) - len(usable)
@@ -235,4 +320,10 @@ class Retriever:
             source_type=text("source_type"),
             hit_reasons=tuple(dict.fromkeys(reasons)),
             metadata=meta,
+            row_id=hit.id,
         )
+
+
+def _row_key(item: RankedCandidate) -> str:
+    """The key content is fetched by: the row's primary key when the engine gave one."""
+    return item.candidate.row_id or item.evidence_key

@@ -63,6 +63,7 @@ from lookup_knowledge.application.ports.audit import (
     ascii_lower,
     check_session_id,
     check_top_limit,
+    evidence_problem,
     nearest_rank,
     nearest_rank_index,
     normalise_cited,
@@ -84,7 +85,10 @@ from lookup_knowledge.application.ports.ingest import (
     KnowledgeStore,
     LoadedDocument,
     SourceDocument,
+    StoredDocument,
+    printable,
     validate_doc_id,
+    validate_source_name,
 )
 from lookup_knowledge.application.ports.runtime import (
     Clock,
@@ -94,6 +98,7 @@ from lookup_knowledge.application.ports.runtime import (
 )
 from lookup_knowledge.application.ports.search import (
     Embedder,
+    EmbedderIdentity,
     KnowledgeSearchHit,
     KnowledgeSearchPort,
     KnowledgeSearchRequest,
@@ -128,6 +133,7 @@ __all__ = [
     "DocumentLoadFailure",
     "DocumentSource",
     "Embedder",
+    "EmbedderIdentity",
     "EvidenceRecord",
     "EvidenceView",
     "InvocationDetail",
@@ -156,6 +162,7 @@ __all__ = [
     "ShownEvidence",
     "SourceDocument",
     "Span",
+    "StoredDocument",
     "Telemetry",
     "TextAnalyzer",
     "TimeRange",
@@ -165,11 +172,14 @@ __all__ = [
     "ascii_lower",
     "check_session_id",
     "check_top_limit",
+    "evidence_problem",
     "nearest_rank",
     "nearest_rank_index",
     "normalise_cited",
     "parse_invocation_id",
+    "printable",
     "summary_of",
     "validate_doc_id",
     "validate_invocation",
+    "validate_source_name",
 ]

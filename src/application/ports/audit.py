@@ -26,6 +26,7 @@ from lookup_knowledge.application.tool import (
     MAX_ID_CHARS,
     MAX_INT,
     TOOL_NAME,
+    unstorable_text,
 )
 from lookup_knowledge.domain.errors import AuditError, InvalidInputError
 from lookup_knowledge.domain.model import InvocationStatus, SearchMode
@@ -201,21 +202,50 @@ def validate_invocation(invocation: ToolInvocation) -> None:
         fail("quality_score must be a finite number")
     ranks: set[int] = set()
     for item in invocation.evidence:
-        if not _is_count(item.rank) or (
-            item.chunk_index is not None and not _is_count(item.chunk_index)
-        ):
-            fail(f"evidence rank and chunk_index must be whole numbers in 0..{MAX_INT}")
+        if not _is_count(item.rank):
+            fail(f"evidence rank must be a whole number in 0..{MAX_INT}")
         if not all(math.isfinite(s) for s in (item.score_before, item.score_after)):
             fail("evidence scores must be finite numbers")
         if item.rank in ranks:
             fail(f"evidence rank {item.rank} appears twice")
         ranks.add(item.rank)
-        if not item.document_id or len(item.document_id) > MAX_DOCUMENT_ID_CHARS:
-            fail(f"evidence document_id must have 1..{MAX_DOCUMENT_ID_CHARS} characters")
-        if item.doc_id is not None and len(item.doc_id) > MAX_DOCUMENT_ID_CHARS:
-            fail(f"evidence doc_id must have at most {MAX_DOCUMENT_ID_CHARS} characters")
-        if len(item.category) > MAX_ID_CHARS:
-            fail(f"evidence category must have at most {MAX_ID_CHARS} characters")
+        problem = evidence_problem(
+            item.document_id, item.doc_id, item.chunk_index, item.category, item.source
+        )
+        if problem is not None:
+            fail(problem)
+
+
+def evidence_problem(
+    document_id: str,
+    doc_id: str | None,
+    chunk_index: int | None,
+    category: str,
+    source: str,
+) -> str | None:
+    """Why one evidence row cannot be recorded exactly as the agent is shown it, or None.
+
+    The one set of limits for every evidence field that reaches the audit store:
+    ``validate_invocation`` applies it to records, the Retriever to hits (a hit that
+    fails it is dropped, never served unrecorded), ingest to documents.
+    """
+    if not document_id:
+        return "evidence document_id is empty"
+    checks: tuple[tuple[str, object, int | None], ...] = (
+        ("document_id", document_id, MAX_DOCUMENT_ID_CHARS),
+        ("doc_id", doc_id, MAX_DOCUMENT_ID_CHARS),
+        ("category", category, MAX_ID_CHARS),
+        ("source", source, None),
+    )
+    for name, value, limit in checks:
+        if value is None:
+            continue
+        why = unstorable_text(value, limit) if isinstance(value, str) else "is not text"
+        if why is not None:
+            return f"evidence {name} {why}"
+    if chunk_index is not None and not _is_count(chunk_index):
+        return f"evidence chunk_index {chunk_index!r} is not a whole number in 0..{MAX_INT}"
+    return None
 
 
 def _is_count(value: object) -> bool:

@@ -5,11 +5,17 @@ values that cross them."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from lookup_knowledge.application.tool import MAX_DOC_ID_CHARS
+from lookup_knowledge.application.ports.search import EmbedderIdentity
+from lookup_knowledge.application.tool import (
+    MAX_DOC_ID_CHARS,
+    MAX_ID_CHARS,
+    MAX_SOURCE_NAME_CHARS,
+    unstorable_text,
+)
 from lookup_knowledge.domain.errors import InvalidInputError
 from lookup_knowledge.domain.identity import chunk_key
 
@@ -30,7 +36,29 @@ def validate_doc_id(doc_id: str) -> str:
         )
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in doc_id):
         raise InvalidInputError(f"doc_id {doc_id!r} contains control characters")
+    why = unstorable_text(doc_id)
+    if why is not None:
+        raise InvalidInputError(f"doc_id {doc_id!r} {why}")
     return doc_id
+
+
+def validate_source_name(name: str) -> str:
+    """A usable ingest source name (the namespace of a source's doc_ids) or
+    ``InvalidInputError``: 1..128 characters, no ``/``, no control characters, not
+    ``.``/``..``, no leading or trailing whitespace."""
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidInputError("a source name must be a non-empty string")
+    if name != name.strip() or name in (".", "..") or "/" in name or "\\" in name:
+        raise InvalidInputError(
+            f"source name {name!r} must not contain '/' or '\\', be '.' or '..', "
+            "or have leading or trailing whitespace"
+        )
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+        raise InvalidInputError(f"source name {name!r} contains control characters")
+    why = unstorable_text(name, MAX_SOURCE_NAME_CHARS)
+    if why is not None:
+        raise InvalidInputError(f"source name {name[:80]!r} {why}")
+    return name
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +75,19 @@ class SourceDocument:
 
     def __post_init__(self) -> None:
         validate_doc_id(self.doc_id)
+        # The same limits the audit store keeps (``evidence_problem``): a document whose
+        # evidence could not be recorded exactly is refused here, not at lookup time.
+        for name, value, limit in (
+            ("category", self.category, MAX_ID_CHARS),
+            ("source", self.source, None),
+        ):
+            why = unstorable_text(value, limit)
+            if why is not None:
+                raise InvalidInputError(f"{name} {why}")
+        for name, value in (("title", self.title), ("text", self.text)):
+            why = unstorable_text(value.replace("\x00", ""))  # NUL is fine here
+            if why is not None:
+                raise InvalidInputError(f"{name} {why}")
         if self.format not in DOCUMENT_FORMATS:
             raise InvalidInputError(
                 f"document format {self.format!r} is not one of {sorted(DOCUMENT_FORMATS)}"
@@ -65,6 +106,26 @@ class DocumentLoadFailure:
     reason: str
     doc_id: str | None = None
 
+    def __post_init__(self) -> None:
+        # One printable line each: a reason or a file name with line breaks or bytes
+        # that are not UTF-8 must not break a report, a log line or a terminal.
+        object.__setattr__(self, "source", printable(self.source))
+        object.__setattr__(self, "reason", printable(self.reason))
+
+
+def printable(text: str) -> str:
+    """``text`` on one line, lone surrogates (undecodable file-name bytes) as ``\\xNN``."""
+    flat = " ".join(str(text).split())
+    try:
+        flat.encode("utf-8")
+    except UnicodeEncodeError:
+        flat = flat.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        try:
+            flat.encode("utf-8")
+        except UnicodeEncodeError:  # surrogates that were not file-name bytes
+            flat = flat.encode("utf-8", "backslashreplace").decode("utf-8")
+    return flat
+
 
 LoadedDocument = SourceDocument | DocumentLoadFailure
 
@@ -76,6 +137,23 @@ class DocumentSource(ABC):
     def documents(self) -> Iterator[LoadedDocument]:
         """Yield documents (or per-document failures); raise ``IngestError`` only when
         the source as a whole cannot be read (a missing folder)."""
+
+    @property
+    @abstractmethod
+    def source_name(self) -> str:
+        """The ingest source this is: the owner recorded with every row it writes. A
+        run never replaces a document another source owns, and ``sync`` deletes only
+        documents this source owns."""
+
+    def bind(self, owners: Mapping[str, str]) -> None:  # noqa: B027 - optional hook
+        """Called once before ``documents`` with what the store holds (doc_id ->
+        owning source), so a source can resolve its name and namespace against
+        earlier runs (a sub-folder of an ingested folder keeps that folder's ids)."""
+
+    def doc_ids(self) -> Sequence[str] | None:
+        """The doc_ids ``documents`` will yield, when known without reading them: lets
+        a run refuse a conflict before writing anything. None: checked per document."""
+        return None
 
     def estimated_count(self) -> int | None:
         """How many documents ``documents`` will yield, when cheap to know (progress)."""
@@ -131,6 +209,7 @@ class ChunkRecord:
     content_hash: str
     ingested_at: datetime
     vector: tuple[float, ...] | None = None
+    source_name: str = ""  # the ingest source that owns the document
 
     def __post_init__(self) -> None:
         if self.evidence_key != chunk_key(self.doc_id, self.chunk_index):
@@ -139,20 +218,41 @@ class ChunkRecord:
             )
 
 
+@dataclass(frozen=True, slots=True)
+class StoredDocument:
+    """What the store holds of one document: its content hash (chunk 0) and owner."""
+
+    content_hash: str
+    source_name: str
+
+
 class KnowledgeStore(ABC):
     """The write side of the knowledge base. Raises ``IngestError`` (or
     ``SchemaMismatch`` from ``ensure_collection``) only."""
 
     @abstractmethod
-    def ensure_collection(self, dimension: int | None) -> None:
-        """Create the collection on first use; check an existing one matches.
+    def ensure_collection(
+        self,
+        dimension: int | None,
+        embedder: EmbedderIdentity | None = None,
+        *,
+        create: bool = True,
+    ) -> None:
+        """Create the collection on first use (unless ``create`` is False: a dry run);
+        check an existing one matches.
 
         ``dimension`` None means no dense vector (a sparse/BM25-only store).
+        ``embedder`` is stored with a new collection and compared with the one an
+        existing collection was built with (``SchemaMismatch`` when they differ).
         """
 
     @abstractmethod
+    def documents(self, doc_ids: Sequence[str] | None = None) -> dict[str, StoredDocument]:
+        """doc_id -> hash and owner (read from chunk 0) for the given or all documents."""
+
     def document_hashes(self, doc_ids: Sequence[str] | None = None) -> dict[str, str]:
         """doc_id -> content hash (read from chunk 0) for the given or all documents."""
+        return {d: s.content_hash for d, s in self.documents(doc_ids).items()}
 
     @abstractmethod
     def upsert_chunks(self, records: Sequence[ChunkRecord]) -> int:

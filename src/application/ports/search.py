@@ -15,6 +15,21 @@ from lookup_knowledge.domain.relevance import ScoreKind
 
 
 @dataclass(frozen=True, slots=True)
+class EmbedderIdentity:
+    """Which embedder made a collection's vectors. Vectors of two embedders with the
+    same dimension are not comparable, so a mismatch is a ``SchemaMismatch``."""
+
+    provider: str
+    model: str
+    dimension: int
+    normalised: bool
+
+    def describe(self) -> str:
+        norm = "normalised" if self.normalised else "not normalised"
+        return f"{self.provider} {self.model!r} ({self.dimension}-dim, {norm})"
+
+
+@dataclass(frozen=True, slots=True)
 class KnowledgeSearchRequest:
     """One search pass.
 
@@ -31,6 +46,9 @@ class KnowledgeSearchRequest:
     category_filter: str | None = None
     group_size: int | None = None
     include_content: bool = True
+    #: The embedder that made ``query_vector``: a collection built with another one
+    #: answers ``SchemaMismatch`` instead of meaningless neighbours.
+    embedder: EmbedderIdentity | None = None
 
     def __post_init__(self) -> None:
         if self.top_k < 1:
@@ -110,6 +128,17 @@ class Embedder(ABC):
     @property
     @abstractmethod
     def name(self) -> str: ...
+
+    @property
+    def identity(self) -> EmbedderIdentity:
+        """Provider, model, dimension and normalisation: stored with a collection and
+        checked whenever it is searched or written."""
+        return EmbedderIdentity(
+            provider=type(self).__name__,
+            model=self.name,
+            dimension=self.dimension,
+            normalised=True,
+        )
 
     @abstractmethod
     def embed_query(self, text: str) -> list[float]: ...

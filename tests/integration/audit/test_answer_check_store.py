@@ -97,7 +97,7 @@ def _block(
 ) -> dict[str, Any]:
     result = app.lookup(query, session_id=session, step_id="1", category=category)
     for block in result["evidenceBlocks"]:
-        if block["document_id"].startswith(source):
+        if block["source"] == source:  # the path under the root (ids carry the source)
             return dict(block)
     raise AssertionError(f"{source} not returned for {query!r}: {result['evidenceBlocks']}")
 

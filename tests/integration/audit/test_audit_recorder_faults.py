@@ -477,16 +477,21 @@ def test_every_text_field_is_cleaned_of_what_a_database_refuses(
 ) -> None:
     """NUL (PostgreSQL text and JSONB refuse it) and lone surrogates (no UTF-8 encoder
     takes them) in any stored text become U+FFFD; a surrogate pair becomes its character.
-    Without cleaning such a record is refused by the database and ends in rejected.jsonl."""
+    Without cleaning such a record is refused by the database and ends in rejected.jsonl.
+    Evidence ids, source and category are the exception: they must be stored exactly as
+    the agent saw them, so a record holding such evidence is refused where it is made
+    (the Retriever drops such hits before they are shown)."""
     sid = session()
     recorder = recorder_for(db.engine, tmp_path / "spool")
-    shown = replace(
-        evidence(1, "doc#chunk-0"),
-        document_id="doc\x00\ud800#chunk-0",
-        doc_id="doc\x00",
-        source="a\udfff.md",
-        category="c\x00",
-    )
+    shown = replace(evidence(1, "doc#chunk-0"), source="a😀.md")
+    for field_name, value in (
+        ("document_id", "doc\x00\ud800#chunk-0"),
+        ("doc_id", "doc\x00"),
+        ("source", "a\udfff.md"),
+        ("category", "c\x00"),
+    ):
+        with pytest.raises(AuditError, match=field_name):
+            replace(invocation(sid), evidence=(replace(shown, **{field_name: value}),))
     dirty = replace(
         invocation(sid),
         session_id=f"{sid}\x00\ud800",
@@ -523,10 +528,10 @@ def test_every_text_field_is_cleaned_of_what_a_database_refuses(
     assert detail.retrieval_details == {"k\ufffd": ["v\ufffd", "😀"], "version": 1}
     [e] = detail.evidence
     assert (e.document_id, e.doc_id, e.source, e.category) == (
-        "doc\ufffd\ufffd#chunk-0",
-        "doc\ufffd",
-        "a\ufffd.md",
-        "c\ufffd",
+        shown.document_id,
+        shown.doc_id,
+        "a😀.md",
+        shown.category,
     )
     assert SqlAuditQueries(db.direct).get_invocation(later.id).summary.query == "later\ufffd"
     recorder.close()

@@ -52,7 +52,7 @@ def test_a_lookup_is_recorded_and_read_back_through_the_api(client: TestClient) 
     tool = answer.json()
     assert tool["found"]
     ids = [b["document_id"] for b in tool["evidenceBlocks"]]
-    assert ids[0].startswith("database/pg-error-catalogue.md#chunk-")
+    assert ids[0].startswith("sample_corpus/database/pg-error-catalogue.md#chunk-")
 
     page = client.get("/v1/invocations", params={"session": "rest-1"}).json()
     assert [i["id"] for i in page["items"]] == [tool["invocationId"]]

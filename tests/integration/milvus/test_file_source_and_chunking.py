@@ -59,7 +59,7 @@ def test_category_title_type_precedence(tmp_path: Path) -> None:
     )
     write(tmp_path, "runbooks/b.md", "# Heading B\n\nbody\n")
     write(tmp_path, "c.txt", "# not a title\nbody\n")
-    loaded = docs(FileDocumentSource(tmp_path))
+    loaded = docs(FileDocumentSource(tmp_path, doc_id_prefix=""))
     a, b, c = loaded["runbooks/a.md"], loaded["runbooks/b.md"], loaded["c.txt"]
     assert (a.category, a.title, a.source_type, a.source) == (
         "storage",
@@ -96,7 +96,7 @@ def test_unreadable_files_are_failures_with_their_doc_id(tmp_path: Path) -> None
     (tmp_path / "binary.txt").write_bytes(b"abc\x00def")
     write(tmp_path, "bad-front.md", "---\n: [unclosed\n---\nbody\n")
     write(tmp_path, "big.md", "x" * 2000)
-    source = FileDocumentSource(tmp_path, max_file_bytes=1000)
+    source = FileDocumentSource(tmp_path, max_file_bytes=1000, doc_id_prefix="")
     assert list(docs(source)) == ["ok.md"]
     reasons = {f.doc_id: f.reason for f in failures(source)}
     assert set(reasons) == {"latin1.md", "binary.txt", "bad-front.md", "big.md"}

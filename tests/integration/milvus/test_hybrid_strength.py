@@ -106,7 +106,7 @@ def kb_connection(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MilvusCo
         chunker=MarkdownChunker(chunk_size=400, chunk_overlap=50),
         clock=SystemClock(),
         embedder=OnnxMiniLMEmbedder(),
-    ).execute(FileDocumentSource(root))
+    ).execute(FileDocumentSource(root, doc_id_prefix=""))
     assert report.added == len(DOCS)
     yield connection
     connection.close()

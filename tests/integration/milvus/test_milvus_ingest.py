@@ -30,6 +30,7 @@ ROW_FIELDS = [
     "text",
     "content_hash",
     "ingested_at",
+    "source_name",
 ]
 
 
@@ -80,7 +81,7 @@ def test_a_changed_document_is_replaced_without_stale_chunks(
     ingest: IngestDocuments, store: MilvusKnowledgeStore, kb: Path
 ) -> None:
     ingest.execute(FileDocumentSource(kb))
-    old_keys = keys_by_doc(store)["runbooks/kafka.md"]
+    old_keys = keys_by_doc(store)["kb/runbooks/kafka.md"]
     assert len(old_keys) >= 5
 
     write(kb, "runbooks/kafka.md", "# Kafka lag\n\nShort now: restart the consumer.\n")
@@ -88,10 +89,13 @@ def test_a_changed_document_is_replaced_without_stale_chunks(
     assert (report.updated, report.unchanged, report.added) == (1, 3, 0)
     assert report.chunks_written == 1
     assert report.chunks_deleted == len(old_keys) - 1
-    assert keys_by_doc(store)["runbooks/kafka.md"] == ["runbooks/kafka.md#chunk-0"]
-    (row,) = [r for r in rows(store) if r["doc_id"] == "runbooks/kafka.md"]
+    assert keys_by_doc(store)["kb/runbooks/kafka.md"] == ["kb/runbooks/kafka.md#chunk-0"]
+    (row,) = [r for r in rows(store) if r["doc_id"] == "kb/runbooks/kafka.md"]
     assert "Short now" in row["text"]
-    assert store.document_hashes(["runbooks/kafka.md"])["runbooks/kafka.md"] == row["content_hash"]
+    assert (
+        store.document_hashes(["kb/runbooks/kafka.md"])["kb/runbooks/kafka.md"]
+        == row["content_hash"]
+    )
 
 
 def test_sync_deletes_documents_that_disappeared_and_only_with_sync(
@@ -102,13 +106,17 @@ def test_sync_deletes_documents_that_disappeared_and_only_with_sync(
 
     plain = ingest.execute(FileDocumentSource(kb))
     assert plain.deleted == 0
-    assert "faq/billing.md" in keys_by_doc(store)
+    assert "kb/faq/billing.md" in keys_by_doc(store)
 
     synced = ingest.execute(FileDocumentSource(kb), sync=True)
     assert synced.deleted == 1
     assert synced.chunks_deleted >= 2
-    assert "faq/billing.md" not in keys_by_doc(store)
-    assert set(keys_by_doc(store)) == {"runbooks/kafka.md", "runbooks/disk.md", "notes.txt"}
+    assert "kb/faq/billing.md" not in keys_by_doc(store)
+    assert set(keys_by_doc(store)) == {
+        "kb/runbooks/kafka.md",
+        "kb/runbooks/disk.md",
+        "kb/notes.txt",
+    }
 
 
 def test_sync_of_a_subfolder_leaves_the_rest_alone(
@@ -118,7 +126,7 @@ def test_sync_of_a_subfolder_leaves_the_rest_alone(
     (kb / "runbooks" / "disk.md").unlink()
     report = ingest.execute(FileDocumentSource(kb / "runbooks", root=kb), sync=True)
     assert (report.documents_seen, report.deleted) == (1, 1)
-    assert set(keys_by_doc(store)) == {"runbooks/kafka.md", "faq/billing.md", "notes.txt"}
+    assert set(keys_by_doc(store)) == {"kb/runbooks/kafka.md", "kb/faq/billing.md", "kb/notes.txt"}
 
 
 def test_sync_refuses_to_empty_the_store_from_an_empty_source(
@@ -128,10 +136,15 @@ def test_sync_refuses_to_empty_the_store_from_an_empty_source(
     count = store.count()
     empty = tmp_path / "empty"
     empty.mkdir()
+    # Another folder is another source: its sync never touches kb's documents.
+    assert ingest.execute(FileDocumentSource(empty), sync=True).deleted == 0
+    # The same source, emptied (a wrong path given as kb): refused unless allowed.
     with pytest.raises(IngestError, match="refusing"):
-        ingest.execute(FileDocumentSource(empty), sync=True)
+        ingest.execute(FileDocumentSource(empty, source_name="kb"), sync=True)
     assert store.count() == count
-    report = ingest.execute(FileDocumentSource(empty), sync=True, allow_empty_sync=True)
+    report = ingest.execute(
+        FileDocumentSource(empty, source_name="kb"), sync=True, allow_empty_sync=True
+    )
     assert report.deleted == 4
     assert store.count() == 0
 
@@ -142,9 +155,11 @@ def test_an_unreadable_file_is_reported_and_survives_sync(
     ingest.execute(FileDocumentSource(kb))
     (kb / "faq" / "billing.md").write_bytes(b"\xff\xfe not utf-8 \xc3\x28")
     report = ingest.execute(FileDocumentSource(kb), sync=True)
-    assert [(f.doc_id, "UTF-8" in f.reason) for f in report.failures] == [("faq/billing.md", True)]
+    assert [(f.doc_id, "UTF-8" in f.reason) for f in report.failures] == [
+        ("kb/faq/billing.md", True)
+    ]
     assert report.deleted == 0
-    assert "faq/billing.md" in keys_by_doc(store)
+    assert "kb/faq/billing.md" in keys_by_doc(store)
 
 
 def test_every_row_carries_the_identity_fields(
@@ -166,16 +181,16 @@ def test_every_row_carries_the_identity_fields(
         by_doc[row["doc_id"]].append(row["chunk_index"])
     for doc_id, indexes in by_doc.items():
         assert sorted(indexes) == list(range(len(indexes))), doc_id
-    disk = next(r for r in all_rows if r["doc_id"] == "runbooks/disk.md")
+    disk = next(r for r in all_rows if r["doc_id"] == "kb/runbooks/disk.md")
     assert (disk["category"], disk["title"], disk["source_type"]) == (
         "storage",
         "Disk full",
         "runbook",
     )
-    kafka = [r for r in all_rows if r["doc_id"] == "runbooks/kafka.md"]
+    kafka = [r for r in all_rows if r["doc_id"] == "kb/runbooks/kafka.md"]
     assert {r["category"] for r in kafka} == {"runbooks"}
     assert any(r["breadcrumb"] == "Kafka lag > Section 3" for r in kafka)
-    notes = next(r for r in all_rows if r["doc_id"] == "notes.txt")
+    notes = next(r for r in all_rows if r["doc_id"] == "kb/notes.txt")
     assert (notes["category"], notes["source_type"], notes["breadcrumb"]) == ("", "text", "")
 
 
@@ -247,7 +262,7 @@ def test_a_run_that_dies_mid_write_is_repaired_by_the_next_run(
     loaded = {
         d.doc_id: d for d in FileDocumentSource(kb).documents() if isinstance(d, SourceDocument)
     }
-    for doc_id in ("runbooks/kafka.md", "runbooks/new.md"):
+    for doc_id in ("kb/runbooks/kafka.md", "kb/runbooks/new.md"):
         stored = {r["chunk_index"]: r for r in rows(store) if r["doc_id"] == doc_id}
         expected = chunker.chunk(loaded[doc_id])
         assert sorted(stored) == [c.chunk_index for c in expected], doc_id
@@ -263,7 +278,7 @@ def test_a_document_emptied_out_loses_its_rows(
     write(kb, "runbooks/disk.md", "---\ntitle: Disk full\n---\n\n")
     report = ingest.execute(FileDocumentSource(kb))
     assert report.empty == 1
-    assert "runbooks/disk.md" not in keys_by_doc(store)
+    assert "kb/runbooks/disk.md" not in keys_by_doc(store)
 
 
 def test_a_sparse_only_store_needs_no_embedder(
@@ -277,7 +292,7 @@ def test_a_sparse_only_store_needs_no_embedder(
     assert search.capabilities().modes == frozenset({SearchMode.SPARSE})
     hits = search.search(KnowledgeSearchRequest("kafka consumer lag", 3, SearchMode.SPARSE))
     assert hits
-    assert hits[0].identity.doc_id == "runbooks/kafka.md"
+    assert hits[0].identity.doc_id == "kb/runbooks/kafka.md"
     with pytest.raises(UnsupportedSearchMode, match="without an embedder"):
         search.search(
             KnowledgeSearchRequest("kafka", 3, SearchMode.DENSE, query_vector=(0.1,) * 64)

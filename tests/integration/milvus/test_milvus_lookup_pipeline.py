@@ -71,7 +71,7 @@ def knowledge(
         chunker=MarkdownChunker(chunk_size=400, chunk_overlap=50),
         clock=SystemClock(),
         embedder=embedder,
-    ).execute(FileDocumentSource(root))
+    ).execute(FileDocumentSource(root, doc_id_prefix=""))
     assert report.added == 4
     yield MilvusKnowledgeSearch(connection), embedder
     connection.close()

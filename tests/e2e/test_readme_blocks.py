@@ -1,0 +1,106 @@
+"""Every code block in the README works as written.
+
+``python`` blocks run as scripts, ``bash`` blocks line by line in a shell, ``yaml``
+blocks load as configuration; each against a fresh data directory (the hashing embedder
+keeps them fast: the blocks do not depend on which embedder answers). The two commands
+of the README (``./scripts/quickstart``, ``./scripts/test``) are what CI itself runs, and
+the ``serve`` block starts a server that runs until stopped (the browser test drives
+it), so those two blocks are only checked to name commands that exist.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lookup_knowledge.adapters.config import load_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+BIN = Path(sys.executable).parent
+
+_FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+
+
+def blocks(language: str) -> list[tuple[int, str]]:
+    text = README.read_text(encoding="utf-8")
+    found = []
+    for match in _FENCE.finditer(text):
+        if match.group(1) == language:
+            line = text.count("\n", 0, match.start()) + 1
+            found.append((line, match.group(2)))
+    return found
+
+
+def _runs_forever_or_is_ci(code: str) -> bool:
+    return "./scripts/" in code or re.search(r"\bserve\b", code) is not None
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOKUP_KNOWLEDGE_")}
+    env["LOOKUP_KNOWLEDGE_DATA_DIR"] = str(tmp_path / "data")
+    env["LOOKUP_KNOWLEDGE_EMBEDDER__PROVIDER"] = "hashing"
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    env["HAYSTACK_TELEMETRY_ENABLED"] = "False"
+    return tmp_path, env
+
+
+def test_the_readme_has_runnable_blocks() -> None:
+    assert blocks("python")
+    assert blocks("bash")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("line", "code"), blocks("python"), ids=lambda v: str(v)[:12])
+def test_python_block_runs(line: int, code: str, workspace: tuple[Path, dict[str, str]]) -> None:
+    folder, env = workspace
+    shutil.copytree(ROOT / "docs", folder / "docs")  # the blocks' "docs/" folder
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, f"README.md line {line}:\n{done.stdout}\n{done.stderr}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("line", "code"), blocks("bash"), ids=lambda v: str(v)[:12])
+def test_bash_block_runs(line: int, code: str, workspace: tuple[Path, dict[str, str]]) -> None:
+    _, env = workspace
+    if _runs_forever_or_is_ci(code):
+        for command in re.findall(r"^(\S+)", code, re.M):
+            assert (ROOT / command).exists() or (BIN / command).exists(), command
+        return
+    # From the repository root, as a user who cloned it runs them; stop at the first
+    # failing line (a line that may fail says so itself, with `|| ...`).
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert done.returncode == 0, f"README.md line {line}:\n{done.stdout[-3000:]}\n{done.stderr}"
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(("line", "code"), blocks("yaml"), ids=lambda v: str(v)[:12])
+def test_yaml_block_is_valid_configuration(line: int, code: str, tmp_path: Path) -> None:
+    assert isinstance(yaml.safe_load(code), dict), f"README.md line {line}"
+    path = tmp_path / "config.yaml"
+    path.write_text(code, encoding="utf-8")
+    load_settings(config_file=path)  # raises ConfigurationError naming the key
