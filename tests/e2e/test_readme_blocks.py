@@ -83,11 +83,15 @@ def test_bash_block_runs(line: int, code: str, workspace: tuple[Path, dict[str, 
         for command in re.findall(r"^(\S+)", code, re.M):
             assert (ROOT / command).exists() or (BIN / command).exists(), command
         return
-    # From the repository root, as a user who cloned it runs them; stop at the first
-    # failing line (a line that may fail says so itself, with `|| ...`).
+    # In a folder laid out like the repository (docs/, the bundled eval sets), as a user
+    # who cloned it runs them; stop at the first failing line (a line that may fail says
+    # so itself, with `|| ...`).
+    folder, _ = workspace
+    shutil.copytree(ROOT / "docs", folder / "docs")
+    shutil.copytree(ROOT / "benchmarks" / "datasets", folder / "benchmarks" / "datasets")
     done = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", code],
-        cwd=ROOT,
+        cwd=folder,
         env=env,
         capture_output=True,
         text=True,
