@@ -6,13 +6,19 @@ callers never see a driver's exception type.
 
 from __future__ import annotations
 
+from lookup_knowledge.domain.redaction import mask_secrets
+
 
 class LookupKnowledgeError(Exception):
-    """Base of every error this package raises on purpose."""
+    """Base of every error this package raises on purpose.
+
+    The message is masked where it is made (``mask_secrets``): a password in a URL never
+    reaches stderr, the tool JSON or the audit record, whoever formatted the message."""
 
     code = "lookup_knowledge_error"
 
     def __init__(self, message: str) -> None:
+        message = mask_secrets(str(message))
         super().__init__(message)
         self.message = message
 

@@ -19,6 +19,7 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import StaticPool
 
 from lookup_knowledge.domain.errors import ConfigurationError
+from lookup_knowledge.domain.redaction import mask_url
 
 SQLITE_BEGIN_OPTION = "lookup_knowledge_sqlite_begin"
 _BEGIN_MODES = {"DEFERRED": "BEGIN DEFERRED", "IMMEDIATE": "BEGIN IMMEDIATE"}
@@ -43,10 +44,8 @@ def normalise_url(url: str | URL) -> URL:
 
 
 def _redact(url: str | URL) -> str:
-    try:
-        return (make_url(url) if isinstance(url, str) else url).render_as_string(hide_password=True)
-    except (ArgumentError, ValueError):
-        return "<unparseable url>"
+    text = url if isinstance(url, str) else url.render_as_string(hide_password=False)
+    return mask_url(text)
 
 
 def create_audit_engine(

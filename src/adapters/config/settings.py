@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from enum import StrEnum
 from pathlib import Path
 from types import MappingProxyType
@@ -27,7 +28,9 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
+    SerializerFunctionWrapHandler,
     field_validator,
+    model_serializer,
     model_validator,
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -39,6 +42,7 @@ from lookup_knowledge.domain.errors import ConfigurationError
 from lookup_knowledge.domain.model import SearchMode
 from lookup_knowledge.domain.projection import ProjectionBudgets
 from lookup_knowledge.domain.quality import QualityThresholds
+from lookup_knowledge.domain.redaction import mask_url
 from lookup_knowledge.domain.relevance import RelevanceCalibration
 from lookup_knowledge.domain.rerank import RerankWeights
 from lookup_knowledge.domain.settings import (
@@ -138,7 +142,28 @@ class EmbedderProvider(StrEnum):
     NONE = "none"
 
 
-class _Section(BaseModel):
+def _shown(value: object) -> object:
+    return mask_url(value) if isinstance(value, str) and "://" in value else value
+
+
+class _Masked(BaseModel):
+    """``repr`` and every dump mask the password of any URL value (``audit.database-url``,
+    ``embedder.openai.base-url``, ``milvus.uri``); the properties the adapters read keep
+    the real value. Secret keys are ``SecretStr`` and mask themselves."""
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        for name, value in super().__repr_args__():
+            yield name, _shown(value)
+
+    @model_serializer(mode="wrap")
+    def _masked_dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            return {key: _shown(value) for key, value in data.items()}
+        return data
+
+
+class _Section(_Masked):
     model_config = ConfigDict(
         extra="forbid",
         frozen=True,
@@ -528,7 +553,6 @@ class AuditSettings(_Section):
     enabled: bool = Field(default=True, description="Record every lookup in the audit store.")
     database_url: OptionalText = Field(
         default=None,
-        repr=False,  # may carry a password
         description="SQLAlchemy URL of the audit database (SQLite or PostgreSQL); password masked.",
     )
     spool_dir: OptionalPath = Field(
@@ -677,7 +701,7 @@ class ServerSettings(_Section):
 # --- the root ---------------------------------------------------------------------------
 
 
-class Settings(BaseSettings):
+class Settings(_Masked, BaseSettings):
     """The effective configuration. Build it with ``load_settings`` to read the sources."""
 
     model_config = SettingsConfigDict(

@@ -15,10 +15,10 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from lookup_knowledge.adapters.milvus.errors import DRIVER_ERRORS, translate
 from lookup_knowledge.domain.errors import ConfigurationError, SearchUnavailable
+from lookup_knowledge.domain.redaction import mask_url
 
 SERVER_SCHEMES = ("http://", "https://", "tcp://", "grpc://")
 #: The Milvus version the BM25 function, hybrid search over it and grouping with
@@ -106,15 +106,6 @@ def _release_lite(path: str) -> None:
     server_manager_instance.release_server(path)
 
 
-def _redact(uri: str) -> str:
-    parts = urlsplit(uri)
-    if parts.password or parts.username:
-        host = parts.hostname or ""
-        port = f":{parts.port}" if parts.port else ""
-        return f"{parts.scheme}://***@{host}{port}{parts.path}"
-    return uri
-
-
 class MilvusConnection:
     """A lazily created pymilvus ``MilvusClient`` with capability detection.
 
@@ -163,7 +154,7 @@ class MilvusConnection:
     @property
     def uri(self) -> str:
         """The URI for messages (credentials redacted)."""
-        return _redact(self._uri)
+        return mask_url(self._uri)
 
     @property
     def is_lite(self) -> bool:
