@@ -44,6 +44,7 @@ from lookup_knowledge.adapters.milvus import (
     MilvusKnowledgeSearch,
     MilvusKnowledgeStore,
 )
+from lookup_knowledge.adapters.private_files import private_directory
 from lookup_knowledge.adapters.runtime import (
     DisabledRecorder,
     InMemorySessionState,
@@ -65,7 +66,14 @@ logger = logging.getLogger(__name__)
 # ------------------------------------------------------------------ builders
 
 
+def _data_dir(settings: Settings) -> None:
+    """The data directory, created 0700 (a path that cannot be one names ``data-dir``)."""
+    private_directory(settings.data_dir, key="data-dir")
+
+
 def _milvus_connection(settings: Settings) -> Iterator[MilvusConnection]:
+    if settings.milvus.uri is None:
+        _data_dir(settings)
     connection = MilvusConnection(
         settings.milvus_uri,
         token=settings.milvus_token,
@@ -117,6 +125,8 @@ def _hashing_embedder(settings: Settings) -> HashingEmbedder:
 
 
 def _audit_engine(settings: Settings) -> Iterator[Engine]:
+    if settings.audit.database_url is None:
+        _data_dir(settings)
     engine = create_audit_engine(settings.audit_database_url)
     try:
         if settings.audit.auto_migrate:
@@ -127,6 +137,8 @@ def _audit_engine(settings: Settings) -> Iterator[Engine]:
 
 
 def _sql_recorder(engine: Engine, settings: Settings) -> Iterator[SqlToolInvocationRecorder]:
+    if settings.audit.spool_dir is None:
+        _data_dir(settings)
     recorder = SqlToolInvocationRecorder(
         engine, settings.audit_spool_dir, keep_shown_text=settings.audit.keep_shown_text
     )

@@ -18,6 +18,7 @@ from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import StaticPool
 
+from lookup_knowledge.adapters.private_files import private_directory, private_file
 from lookup_knowledge.domain.errors import ConfigurationError
 from lookup_knowledge.domain.redaction import mask_url
 
@@ -85,7 +86,10 @@ def _sqlite_engine(parsed: URL, busy_timeout_ms: int, create_dir: bool, echo: bo
         # One shared connection, or every checkout would see a different empty database.
         kwargs.update(poolclass=StaticPool, connect_args={"check_same_thread": False})
     elif create_dir:
-        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        # 0700 folder, 0600 file: SQLite gives its -wal and -shm the database file's mode.
+        path = Path(database).expanduser()
+        private_directory(path.parent, key="audit.database-url")
+        private_file(path, key="audit.database-url")
     engine = create_engine(parsed, **kwargs)
 
     @event.listens_for(engine, "connect")

@@ -742,10 +742,20 @@ class Settings(_Masked, BaseSettings):
         # where each value came from and reject unknown keys; the model validates only.
         return (init_settings,)
 
+    @field_validator("data_dir", mode="before")
+    @classmethod
+    def _named_data_dir(cls, value: object) -> object:
+        if isinstance(value, str | Path) and not str(value).strip():
+            # Path("") is the working directory: never what an empty setting meant.
+            raise ConfigurationError("data-dir", str(value), "must not be empty")
+        return value
+
     @field_validator("data_dir")
     @classmethod
     def _absolute_data_dir(cls, value: Path) -> Path:
-        return _absolute(value)
+        path = _absolute(value)
+        check_data_dir(path)
+        return path
 
     @model_validator(mode="after")
     def _embedder_fits_mode(self) -> Settings:
@@ -865,6 +875,34 @@ class Settings(_Masked, BaseSettings):
 
 
 _DOMAINS_FILE_KEY = "rag.domains-file"
+DATA_DIR_KEY = "data-dir"
+
+
+def check_data_dir(path: Path) -> None:
+    """What can be told without creating anything: ``path`` is a folder (or can become
+    one) that this process can use. ``ConfigurationError`` naming ``data-dir`` if not;
+    creating it may still fail (``/proc/x``), which ``private_files`` reports the same way.
+    """
+    if "\x00" in str(path):
+        raise ConfigurationError(DATA_DIR_KEY, str(path), "must not contain NUL")
+    try:
+        if path.exists():
+            if not path.is_dir():
+                raise ConfigurationError(DATA_DIR_KEY, str(path), "is a file, not a folder")
+            if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
+                raise ConfigurationError(
+                    DATA_DIR_KEY, str(path), "is a folder this user cannot read and write"
+                )
+            return
+        for parent in path.parents:
+            if parent.exists():
+                if not parent.is_dir():
+                    raise ConfigurationError(
+                        DATA_DIR_KEY, str(path), f"is under {parent}, which is a file"
+                    )
+                return
+    except OSError as e:  # e.g. a name too long, a loop of links
+        raise ConfigurationError(DATA_DIR_KEY, str(path), f"cannot be used ({e.strerror})") from e
 
 
 def read_domains_file(path: Path) -> dict[str, list[str]]:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from lookup_knowledge.adapters.milvus.errors import DRIVER_ERRORS, translate
+from lookup_knowledge.adapters.private_files import private_directory
 from lookup_knowledge.domain.errors import ConfigurationError, SearchUnavailable
 from lookup_knowledge.domain.redaction import mask_url
 
@@ -140,7 +141,11 @@ class MilvusConnection:
                     "http:// or https://",
                 )
             if create_dirs:
-                path.parent.mkdir(parents=True, exist_ok=True)
+                # Milvus Lite 3 keeps its data in a folder named like the file: made
+                # 0700 here first, so what Lite writes inside is its owner's only.
+                private_directory(path.parent, key="milvus.uri")
+                if not path.exists():
+                    private_directory(path, key="milvus.uri")
             uri = str(path.resolve())
         self._uri = uri
         self._token = token
