@@ -54,6 +54,12 @@ class SearchUnavailable(SearchError):
     code = "search_unavailable"
 
 
+class SearchStoreInUse(SearchUnavailable):
+    """An embedded store (a Milvus Lite file) is held by another process."""
+
+    code = "search_store_in_use"
+
+
 class SearchTimeout(SearchError):
     code = "search_timeout"
 

@@ -9,7 +9,9 @@ process through it, which Milvus Lite needs.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
+import os
 import re
 import threading
 from dataclasses import dataclass
@@ -18,7 +20,11 @@ from typing import Any
 
 from lookup_knowledge.adapters.milvus.errors import DRIVER_ERRORS, translate
 from lookup_knowledge.adapters.private_files import private_directory
-from lookup_knowledge.domain.errors import ConfigurationError, SearchUnavailable
+from lookup_knowledge.domain.errors import (
+    ConfigurationError,
+    SearchStoreInUse,
+    SearchUnavailable,
+)
 from lookup_knowledge.domain.redaction import mask_url
 
 SERVER_SCHEMES = ("http://", "https://", "tcp://", "grpc://")
@@ -80,6 +86,50 @@ class _UnimplementedRpcFilter(logging.Filter):
 
 _GRPC_FILTER = _UnimplementedRpcFilter()
 
+
+class _LockedDataDirFilter(logging.Filter):
+    """Milvus Lite logs a busy file as a 20-line traceback before pymilvus raises; the
+    connection reports it in one line (``SearchStoreInUse``), so drop that record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return type(error).__name__ != "DataDirLockedError"
+
+
+_LOCKED_FILTER = _LockedDataDirFilter()
+#: The file inside a Milvus Lite folder that its owning process holds an flock on.
+LITE_LOCK_FILE = "LOCK"
+
+
+def lite_file_in_use(path: str) -> bool:
+    """True when another process holds the Milvus Lite folder ``path`` (its LOCK file).
+
+    Only meaningful while this process does not serve ``path`` itself: an flock is per
+    open file, so this process's own server would look like "another process" too."""
+    lock = Path(path) / LITE_LOCK_FILE
+    try:
+        fd = os.open(lock, os.O_RDWR)
+    except OSError:
+        return False  # no LOCK file: nobody has opened the folder yet
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+def _in_use_error(path: str) -> SearchStoreInUse:
+    return SearchStoreInUse(
+        f"the Milvus Lite file {path} is in use by another process; Milvus Lite opens a "
+        "file in one process at a time: stop that process, use another --data-dir or "
+        "milvus.uri, or run a Milvus server (milvus.uri=http://host:19530) for several"
+    )
+
+
 # Milvus Lite keeps one in-process server per .db path; several connections to one path
 # (two apps, a CLI and a benchmark in one process) share it, so it is released only when
 # the last one closes. Without the release the data directory stays locked until exit.
@@ -88,8 +138,13 @@ _lite_lock = threading.Lock()
 
 
 def _acquire_lite(path: str) -> None:
+    """Count a user of ``path``; the first user of a file another process holds gets
+    ``SearchStoreInUse`` instead."""
     logging.getLogger("grpc._server").addFilter(_GRPC_FILTER)
+    logging.getLogger("milvus_lite.server_manager").addFilter(_LOCKED_FILTER)
     with _lite_lock:
+        if _lite_users.get(path, 0) == 0 and lite_file_in_use(path):
+            raise _in_use_error(path)
         _lite_users[path] = _lite_users.get(path, 0) + 1
 
 
@@ -192,6 +247,8 @@ class MilvusConnection:
                 except DRIVER_ERRORS as error:
                     if self._lite:
                         _release_lite(self._uri)
+                        if lite_file_in_use(self._uri):  # taken between check and open
+                            raise _in_use_error(self._uri) from error
                     raise translate(error, "connect", self.uri) from error
             return self._client
 
