@@ -59,7 +59,7 @@ from lookup_knowledge.application.lookup import LookupKnowledge
 from lookup_knowledge.application.ports import AuditQueries, RankingMetrics
 from lookup_knowledge.application.query_transformer import QueryTransformer
 from lookup_knowledge.application.verify_citations import VerifyCitations
-from lookup_knowledge.domain.errors import ConfigurationError
+from lookup_knowledge.domain.errors import AuditUnavailable, ConfigurationError
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +130,16 @@ def _audit_engine(settings: Settings) -> Iterator[Engine]:
     engine = create_audit_engine(settings.audit_database_url)
     try:
         if settings.audit.auto_migrate:
-            upgrade_database(engine)
+            try:
+                upgrade_database(engine)
+            except AuditUnavailable as error:
+                # Start anyway: the recorder spools, and migrates before its first write.
+                logger.warning(
+                    "the audit database is unreachable (%s); lookups are recorded in the "
+                    "local spool %s and replayed, after the schema migration, once it is back",
+                    error,
+                    settings.audit_spool_dir,
+                )
         yield engine
     finally:
         engine.dispose()
@@ -139,8 +148,13 @@ def _audit_engine(settings: Settings) -> Iterator[Engine]:
 def _sql_recorder(engine: Engine, settings: Settings) -> Iterator[SqlToolInvocationRecorder]:
     if settings.audit.spool_dir is None:
         _data_dir(settings)
+    # With auto-migrate the recorder checks the schema once before its first write (a
+    # no-op at head): the start-up migration may have found the database down.
     recorder = SqlToolInvocationRecorder(
-        engine, settings.audit_spool_dir, keep_shown_text=settings.audit.keep_shown_text
+        engine,
+        settings.audit_spool_dir,
+        keep_shown_text=settings.audit.keep_shown_text,
+        prepare=(lambda: upgrade_database(engine)) if settings.audit.auto_migrate else None,
     )
     try:
         yield recorder

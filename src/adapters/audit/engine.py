@@ -98,10 +98,12 @@ def _sqlite_engine(parsed: URL, busy_timeout_ms: int, create_dir: bool, echo: bo
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         try:
+            # The busy timeout first: switching to WAL needs the write lock, which a
+            # process starting at the same moment may hold for a moment.
+            cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
             if not in_memory:
                 cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute("PRAGMA synchronous=FULL")
-            cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
             cursor.execute("PRAGMA foreign_keys=ON")
         finally:
             cursor.close()
