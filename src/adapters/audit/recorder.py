@@ -98,6 +98,7 @@ def invocation_row(invocation: ToolInvocation, seq: int) -> dict[str, Any]:
         "trace_id": invocation.trace_id,
         "span_id": invocation.span_id,
         "retrieval_details": dict(invocation.retrieval_details),
+        "traffic": invocation.traffic,
     }
 
 

@@ -19,7 +19,7 @@ from lookup_knowledge.application.evaluation.values import (
     EvalProgressCallback,
     describe_config,
 )
-from lookup_knowledge.application.lookup import LookupConfig, LookupKnowledge
+from lookup_knowledge.application.lookup import LookupConfig, LookupKnowledge, LookupOptions
 from lookup_knowledge.application.ports import (
     AuditQueries,
     Clock,
@@ -34,6 +34,7 @@ from lookup_knowledge.domain.errors import (
     InvalidInputError,
     NotFoundError,
 )
+from lookup_knowledge.domain.model import Traffic
 from lookup_knowledge.domain.overlap import DEFAULT_PERSISTENCE, jaccard, rank_biased_overlap
 
 #: The measures an eval reports, in ir-measures notation (RR@10 is MRR@10 once averaged).
@@ -229,6 +230,9 @@ class ReplayReport:
         return data
 
 
+_REPLAY = LookupOptions(traffic=Traffic.REPLAY)
+
+
 class Replay:
     """Re-run logged queries under another configuration and compare the evidence."""
 
@@ -270,7 +274,10 @@ class Replay:
         notify(EvalProgress("replay", "", 0, total))
         for done, original in enumerate(originals, 1):
             result = use_case.execute(
-                original.summary.query, session_id=session, step_id=original.summary.id
+                original.summary.query,
+                session_id=session,
+                step_id=original.summary.id,
+                options=_REPLAY,
             )
             check_recorded(result.record_outcome)
             notify(EvalProgress("replay", "", done, total))
