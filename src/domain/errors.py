@@ -51,6 +51,8 @@ class SearchError(LookupKnowledgeError):
 
 
 class SearchUnavailable(SearchError):
+    """The search backend cannot be reached (down, closed, or the collection missing)."""
+
     code = "search_unavailable"
 
 
@@ -61,10 +63,14 @@ class SearchStoreInUse(SearchUnavailable):
 
 
 class SearchTimeout(SearchError):
+    """A search call ran out of time (milvus.timeout-s)."""
+
     code = "search_timeout"
 
 
 class SearchBadRequest(SearchError):
+    """The backend refused the request as malformed (a filter, a field, a size)."""
+
     code = "search_bad_request"
 
 
@@ -81,18 +87,26 @@ class SchemaMismatch(SearchError):
 
 
 class EmbeddingError(LookupKnowledgeError):
+    """The embedder failed (an API that refused or did not answer, a bad vector)."""
+
     code = "embedding_error"
 
 
 class IngestError(LookupKnowledgeError):
+    """Documents could not be read or written to the knowledge store."""
+
     code = "ingest_error"
 
 
 class AuditError(LookupKnowledgeError):
+    """The audit store failed (a storage error, records still pending in the spool)."""
+
     code = "audit_error"
 
 
 class AuditUnavailable(AuditError):
+    """The audit database cannot be reached; records are spooled meanwhile."""
+
     code = "audit_unavailable"
 
 
@@ -103,6 +117,8 @@ class JudgeError(LookupKnowledgeError):
 
 
 class NotFoundError(LookupKnowledgeError):
+    """An invocation id (or other named record) that the store does not hold."""
+
     code = "not_found"
 
 
