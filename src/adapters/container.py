@@ -10,6 +10,7 @@ connection, the SQLAlchemy engine, the recorder and its spool); use cases are
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -134,6 +135,7 @@ def _audit_engine(settings: Settings) -> Iterator[Engine]:
                 upgrade_database(engine)
             except AuditUnavailable as error:
                 # Start anyway: the recorder spools, and migrates before its first write.
+                _UNMIGRATED.add(engine)
                 logger.warning(
                     "the audit database is unreachable (%s); lookups are recorded in the "
                     "local spool %s and replayed, after the schema migration, once it is back",
@@ -145,16 +147,20 @@ def _audit_engine(settings: Settings) -> Iterator[Engine]:
         engine.dispose()
 
 
+# Engines whose start-up migration waits for the database to come back.
+_UNMIGRATED: weakref.WeakSet[Engine] = weakref.WeakSet()
+
+
 def _sql_recorder(engine: Engine, settings: Settings) -> Iterator[SqlToolInvocationRecorder]:
     if settings.audit.spool_dir is None:
         _data_dir(settings)
-    # With auto-migrate the recorder checks the schema once before its first write (a
-    # no-op at head): the start-up migration may have found the database down.
+    # The start-up migration found the database down: the recorder runs it before its
+    # first write, so the spool is replayed into a schema that exists.
     recorder = SqlToolInvocationRecorder(
         engine,
         settings.audit_spool_dir,
         keep_shown_text=settings.audit.keep_shown_text,
-        prepare=(lambda: upgrade_database(engine)) if settings.audit.auto_migrate else None,
+        prepare=(lambda: upgrade_database(engine)) if engine in _UNMIGRATED else None,
     )
     try:
         yield recorder
