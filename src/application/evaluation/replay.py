@@ -50,13 +50,17 @@ class OverlapMeasure(StrEnum):
 @dataclass(frozen=True, slots=True)
 class ReplaySelection:
     """Which logged invocations to replay: one session, or a time range (at least one
-    bound, so that a forgotten option never replays the whole store)."""
+    bound, so that a forgotten option never replays the whole store) of one kind of
+    traffic (agents' calls unless told otherwise; a session is replayed whole)."""
 
     session_id: str | None = None
     time_range: TimeRange | None = None
     limit: int | None = None
+    traffic: Traffic = Traffic.PRODUCTION
 
     def __post_init__(self) -> None:
+        if not isinstance(self.traffic, Traffic):
+            raise InvalidInputError(f"traffic must be a Traffic, not {self.traffic!r}")
         if (self.session_id is None) == (self.time_range is None):
             raise InvalidInputError("replay needs either a session id or a time range")
         if self.time_range is not None and (
@@ -75,6 +79,7 @@ class ReplaySelection:
             "since": start.isoformat() if start else None,
             "until": end.isoformat() if end else None,
             "limit": self.limit,
+            "traffic": self.traffic.value,
         }
 
 
@@ -332,7 +337,8 @@ class Replay:
             assert selection.time_range is not None
             self._recorder.flush(None, self._flush_timeout_s)
             summaries = list_all_invocations(
-                self._audit, InvocationFilter(time_range=selection.time_range)
+                self._audit,
+                InvocationFilter(time_range=selection.time_range, traffic=selection.traffic),
             )
             wanted = {s.id for s in summaries}
             evidence: dict[str, list[EvidenceView]] = {}
