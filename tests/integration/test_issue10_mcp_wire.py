@@ -105,7 +105,7 @@ def test_issue10_item15_lone_surrogate_query_is_answered_and_recorded(
     reply = wire.ask(_call(7, r'"restart \ud800 the pool"'))
     assert reply["id"] == 7
     result = reply["result"]
-    tool_json = json.loads(result["content"][0]["text"])
+    tool_json = result["structuredContent"]
     assert "found" in tool_json
     invocation_id = tool_json["invocationId"]
     wire.close()
