@@ -24,18 +24,26 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("tool_invocation") as batch:
-        batch.add_column(
-            sa.Column("traffic", sa.String(length=16), server_default="production", nullable=False)
+    # Not batch mode: on SQLite a batch rebuilds tool_invocation, and dropping the old
+    # table with foreign keys on cascades to invocation_evidence. ADD COLUMN with a
+    # constant default is native on both databases.
+    op.add_column(
+        "tool_invocation",
+        sa.Column("traffic", sa.String(length=16), server_default="production", nullable=False),
+    )
+    if op.get_bind().dialect.name == "postgresql":  # SQLite cannot add a constraint later
+        op.create_check_constraint(
+            op.f("ck_tool_invocation_traffic"),
+            "tool_invocation",
+            "traffic IN ('production', 'eval', 'replay')",
         )
-        batch.create_check_constraint(
-            op.f("ck_tool_invocation_traffic"), "traffic IN ('production', 'eval', 'replay')"
-        )
-        batch.create_index("ix_tool_invocation_traffic_started_at", ["traffic", "started_at"])
+    op.create_index(
+        "ix_tool_invocation_traffic_started_at", "tool_invocation", ["traffic", "started_at"]
+    )
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("tool_invocation") as batch:
-        batch.drop_index("ix_tool_invocation_traffic_started_at")
-        batch.drop_constraint(op.f("ck_tool_invocation_traffic"), type_="check")
-        batch.drop_column("traffic")
+    op.drop_index("ix_tool_invocation_traffic_started_at", table_name="tool_invocation")
+    if op.get_bind().dialect.name == "postgresql":
+        op.drop_constraint(op.f("ck_tool_invocation_traffic"), "tool_invocation", type_="check")
+    op.drop_column("tool_invocation", "traffic")  # native DROP COLUMN (SQLite >= 3.35)
