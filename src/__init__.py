@@ -26,6 +26,7 @@ ERROR_TYPES = (
     "IngestError",
     "AuditError",
     "AuditUnavailable",
+    "JudgeError",
     "NotFoundError",
     "InternalError",
 )
