@@ -9,10 +9,31 @@ from __future__ import annotations
 
 from typing import Any
 
+#: Every error a host may catch (``except lookup_knowledge.SearchUnavailable``); each has a
+#: stable ``code``. The README lists them ("Errors").
+ERROR_TYPES = (
+    "LookupKnowledgeError",
+    "ConfigurationError",
+    "InvalidInputError",
+    "SearchError",
+    "SearchUnavailable",
+    "SearchStoreInUse",
+    "SearchTimeout",
+    "SearchBadRequest",
+    "UnsupportedSearchMode",
+    "SchemaMismatch",
+    "EmbeddingError",
+    "IngestError",
+    "AuditError",
+    "AuditUnavailable",
+    "JudgeError",
+    "NotFoundError",
+    "InternalError",
+)
+
 __all__ = [
     "CitedPassage",
     "LookupApp",
-    "LookupKnowledgeError",
     "Settings",
     "anthropic_search_results",
     "anthropic_tool_result_content",
@@ -21,6 +42,7 @@ __all__ = [
     "create_app",
     "openai_tool_output",
     "openai_tool_schema",
+    *ERROR_TYPES,
 ]
 
 _FORMATS = "lookup_knowledge.application.agent_formats"
@@ -35,7 +57,7 @@ _LAZY = {
     "Settings": ("lookup_knowledge.adapters.config", "Settings"),
     "openai_tool_schema": ("lookup_knowledge.application.tool", "openai_tool_schema"),
     "anthropic_tool_schema": ("lookup_knowledge.application.tool", "anthropic_tool_schema"),
-    "LookupKnowledgeError": ("lookup_knowledge.domain.errors", "LookupKnowledgeError"),
+    **{name: ("lookup_knowledge.domain.errors", name) for name in ERROR_TYPES},
 }
 
 

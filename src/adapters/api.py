@@ -119,9 +119,7 @@ class LookupApp:
         tool_call_id: str | None = None,
     ) -> LookupResult:
         """The typed result (``.to_tool_json()`` is what the agent receives)."""
-        options = LookupOptions(
-            mode=_mode(mode), category=category or None, tool_call_id=tool_call_id
-        )
+        options = LookupOptions(mode=_mode(mode), category=category, tool_call_id=tool_call_id)
         with self._call():
             return self._lookup.execute(
                 query, session_id=session_id, step_id=step_id, options=options
@@ -416,6 +414,10 @@ class LookupApp:
 def _mode(mode: SearchMode | str | None) -> SearchMode | None:
     if mode is None or isinstance(mode, SearchMode):
         return mode
+    if not isinstance(mode, str):
+        raise InvalidInputError(
+            f"mode must be one of {', '.join(m.value for m in SearchMode)}; got {mode!r}"
+        )
     try:
         return SearchMode(mode.lower())
     except ValueError:

@@ -10,6 +10,7 @@ connection, the SQLAlchemy engine, the recorder and its spool); use cases are
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -44,6 +45,7 @@ from lookup_knowledge.adapters.milvus import (
     MilvusKnowledgeSearch,
     MilvusKnowledgeStore,
 )
+from lookup_knowledge.adapters.private_files import private_directory
 from lookup_knowledge.adapters.runtime import (
     DisabledRecorder,
     InMemorySessionState,
@@ -59,14 +61,21 @@ from lookup_knowledge.application.lookup import LookupKnowledge
 from lookup_knowledge.application.ports import AuditQueries, RankingMetrics, TextAnalyzer
 from lookup_knowledge.application.query_transformer import QueryTransformer
 from lookup_knowledge.application.verify_citations import VerifyCitations
-from lookup_knowledge.domain.errors import ConfigurationError
+from lookup_knowledge.domain.errors import AuditUnavailable, ConfigurationError
 
 logger = logging.getLogger(__name__)
 
 # ------------------------------------------------------------------ builders
 
 
+def _data_dir(settings: Settings) -> None:
+    """The data directory, created 0700 (a path that cannot be one names ``data-dir``)."""
+    private_directory(settings.data_dir, key="data-dir")
+
+
 def _milvus_connection(settings: Settings) -> Iterator[MilvusConnection]:
+    if settings.milvus.uri is None:
+        _data_dir(settings)
     connection = MilvusConnection(
         settings.milvus_uri,
         token=settings.milvus_token,
@@ -143,18 +152,41 @@ def _hashing_embedder(settings: Settings) -> HashingEmbedder:
 
 
 def _audit_engine(settings: Settings) -> Iterator[Engine]:
+    if settings.audit.database_url is None:
+        _data_dir(settings)
     engine = create_audit_engine(settings.audit_database_url)
     try:
         if settings.audit.auto_migrate:
-            upgrade_database(engine)
+            try:
+                upgrade_database(engine)
+            except AuditUnavailable as error:
+                # Start anyway: the recorder spools, and migrates before its first write.
+                _UNMIGRATED.add(engine)
+                logger.warning(
+                    "the audit database is unreachable (%s); lookups are recorded in the "
+                    "local spool %s and replayed, after the schema migration, once it is back",
+                    error,
+                    settings.audit_spool_dir,
+                )
         yield engine
     finally:
         engine.dispose()
 
 
+# Engines whose start-up migration waits for the database to come back.
+_UNMIGRATED: weakref.WeakSet[Engine] = weakref.WeakSet()
+
+
 def _sql_recorder(engine: Engine, settings: Settings) -> Iterator[SqlToolInvocationRecorder]:
+    if settings.audit.spool_dir is None:
+        _data_dir(settings)
+    # The start-up migration found the database down: the recorder runs it before its
+    # first write, so the spool is replayed into a schema that exists.
     recorder = SqlToolInvocationRecorder(
-        engine, settings.audit_spool_dir, keep_shown_text=settings.audit.keep_shown_text
+        engine,
+        settings.audit_spool_dir,
+        keep_shown_text=settings.audit.keep_shown_text,
+        prepare=(lambda: upgrade_database(engine)) if engine in _UNMIGRATED else None,
     )
     try:
         yield recorder

@@ -59,13 +59,17 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.tools import Tool
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from lookup_knowledge.adapters.api import LookupApp, create_app
+from lookup_knowledge.adapters.mcp_wire import GuardedLines, stdin_lines
 from lookup_knowledge.application.answer_check import answer_check_json
 from lookup_knowledge.application.tool import (
     QUERY_SCHEMA,
@@ -261,9 +265,29 @@ def serve_stdio(app: LookupApp) -> None:
     """Serve ``lookup_knowledge`` over stdin/stdout until the client disconnects (blocking).
 
     The caller owns ``app``. While serving, the SDK points fd 1 at stderr, so stray output
-    (a print, a driver's banner) cannot corrupt the protocol stream.
+    (a print, a driver's banner) cannot corrupt the protocol stream. Every line passes
+    ``mcp_wire.check_line`` first, so every request is answered (see ``mcp_wire``).
     """
-    build_mcp_server(app).run("stdio")
+    anyio.run(_serve_guarded_stdio, build_mcp_server(app))
+
+
+async def _serve_guarded_stdio(server: MCPServer[Any]) -> None:
+    replies_in, replies_out = anyio.create_memory_object_stream[SessionMessage](64)
+    lines = GuardedLines(stdin_lines(), replies_in)
+    async with stdio_server(stdin=lines) as (read_stream, write_stream):  # type: ignore[arg-type]
+
+        async def send_replies() -> None:
+            async with replies_out:
+                async for reply in replies_out:
+                    await write_stream.send(reply)
+
+        # MCPServer.run_stdio_async with our stdin: the SDK has no public hook between
+        # the wire and its validation, so this runs its low-level server on the streams.
+        lowlevel = server._lowlevel_server
+        async with anyio.create_task_group() as group:
+            group.start_soon(send_replies)
+            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+            group.cancel_scope.cancel()
 
 
 class _BearerToken:

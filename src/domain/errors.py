@@ -6,13 +6,19 @@ callers never see a driver's exception type.
 
 from __future__ import annotations
 
+from lookup_knowledge.domain.redaction import mask_secrets
+
 
 class LookupKnowledgeError(Exception):
-    """Base of every error this package raises on purpose."""
+    """Base of every error this package raises on purpose.
+
+    The message is masked where it is made (``mask_secrets``): a password in a URL never
+    reaches stderr, the tool JSON or the audit record, whoever formatted the message."""
 
     code = "lookup_knowledge_error"
 
     def __init__(self, message: str) -> None:
+        message = mask_secrets(str(message))
         super().__init__(message)
         self.message = message
 
@@ -45,14 +51,26 @@ class SearchError(LookupKnowledgeError):
 
 
 class SearchUnavailable(SearchError):
+    """The search backend cannot be reached (down, closed, or the collection missing)."""
+
     code = "search_unavailable"
 
 
+class SearchStoreInUse(SearchUnavailable):
+    """An embedded store (a Milvus Lite file) is held by another process."""
+
+    code = "search_store_in_use"
+
+
 class SearchTimeout(SearchError):
+    """A search call ran out of time (milvus.timeout-s)."""
+
     code = "search_timeout"
 
 
 class SearchBadRequest(SearchError):
+    """The backend refused the request as malformed (a filter, a field, a size)."""
+
     code = "search_bad_request"
 
 
@@ -69,10 +87,14 @@ class SchemaMismatch(SearchError):
 
 
 class EmbeddingError(LookupKnowledgeError):
+    """The embedder failed (an API that refused or did not answer, a bad vector)."""
+
     code = "embedding_error"
 
 
 class IngestError(LookupKnowledgeError):
+    """Documents could not be read or written to the knowledge store."""
+
     code = "ingest_error"
 
 
@@ -89,10 +111,14 @@ class IngestConflict(IngestError):
 
 
 class AuditError(LookupKnowledgeError):
+    """The audit store failed (a storage error, records still pending in the spool)."""
+
     code = "audit_error"
 
 
 class AuditUnavailable(AuditError):
+    """The audit database cannot be reached; records are spooled meanwhile."""
+
     code = "audit_unavailable"
 
 
@@ -103,6 +129,8 @@ class JudgeError(LookupKnowledgeError):
 
 
 class NotFoundError(LookupKnowledgeError):
+    """An invocation id (or other named record) that the store does not hold."""
+
     code = "not_found"
 
 

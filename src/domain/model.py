@@ -22,6 +22,15 @@ class SearchMode(StrEnum):
         return self is not SearchMode.SPARSE
 
 
+class Traffic(StrEnum):
+    """Who made a lookup: real agents (production), the Eval harness or a Replay. Audit
+    statistics and listings count production traffic unless asked for another."""
+
+    PRODUCTION = "production"
+    EVAL = "eval"
+    REPLAY = "replay"
+
+
 class InvocationStatus(StrEnum):
     OK = "ok"
     NO_EVIDENCE = "no_evidence"

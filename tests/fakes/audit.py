@@ -48,11 +48,13 @@ from lookup_knowledge.application.ports import (
     ascii_lower,
     check_session_id,
     check_top_limit,
+    check_traffic,
     nearest_rank,
     normalise_cited,
     parse_invocation_id,
 )
 from lookup_knowledge.domain.errors import AuditError, NotFoundError
+from lookup_knowledge.domain.model import Traffic
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +174,12 @@ def _summary(stored: StoredInvocation) -> InvocationSummary:
         returned_count=i.returned_count,
         started_at=i.started_at,
         duration_ms=i.duration_ms,
+        traffic=i.traffic,
     )
+
+
+def _of(traffic: Traffic | None, stored: StoredInvocation) -> bool:
+    return traffic is None or stored.invocation.traffic == traffic.value
 
 
 def _evidence_views(invocation: ToolInvocation) -> list[EvidenceView]:
@@ -197,6 +204,7 @@ class InMemoryAuditQueries(AuditQueries):
             and (query.step_id is None or s.invocation.step_id == query.step_id)
             and (query.status is None or s.invocation.status == query.status)
             and query.time_range.contains(s.invocation.started_at)
+            and _of(query.traffic_kind(), s)
         ]
         rows.sort(
             key=lambda s: (s.invocation.started_at, s.invocation.id), reverse=query.newest_first
@@ -293,16 +301,26 @@ class InMemoryAuditQueries(AuditQueries):
                 )
         return found
 
-    def _in_range(self, time_range: TimeRange) -> list[StoredInvocation]:
-        return [s for s in self.store.all() if time_range.contains(s.invocation.started_at)]
+    def _in_range(self, time_range: TimeRange, traffic: Traffic | None) -> list[StoredInvocation]:
+        return [
+            s
+            for s in self.store.all()
+            if time_range.contains(s.invocation.started_at) and _of(traffic, s)
+        ]
 
-    def top_documents(self, time_range: TimeRange, limit: int = 10) -> tuple[DocumentCount, ...]:
+    def top_documents(
+        self,
+        time_range: TimeRange,
+        limit: int = 10,
+        traffic: Traffic | None = Traffic.PRODUCTION,
+    ) -> tuple[DocumentCount, ...]:
         check_top_limit(limit)
+        check_traffic(traffic)
         times: Counter[str] = Counter()
         sessions: dict[str, set[str]] = {}
         doc_ids: dict[str, str | None] = {}
         sources: dict[str, str] = {}
-        for s in self._in_range(time_range):
+        for s in self._in_range(time_range, traffic):
             for e in s.invocation.evidence:
                 times[e.document_id] += 1
                 sessions.setdefault(e.document_id, set()).add(s.invocation.session_id)
@@ -321,9 +339,15 @@ class InMemoryAuditQueries(AuditQueries):
             for d in ranked
         )
 
-    def quality_summary(self, time_range: TimeRange, top_n: int = 10) -> QualitySummary:
+    def quality_summary(
+        self,
+        time_range: TimeRange,
+        top_n: int = 10,
+        traffic: Traffic | None = Traffic.PRODUCTION,
+    ) -> QualitySummary:
         check_top_limit(top_n)
-        rows = [s.invocation for s in self._in_range(time_range)]
+        check_traffic(traffic)
+        rows = [s.invocation for s in self._in_range(time_range, traffic)]
         statuses = Counter(i.status for i in rows)
         qualities = [i.quality_score for i in rows if i.status != "error"]
         durations = sorted(i.duration_ms for i in rows)
@@ -337,7 +361,8 @@ class InMemoryAuditQueries(AuditQueries):
             mean_quality=sum(qualities) / len(qualities) if qualities else None,
             p50_duration_ms=nearest_rank(durations, 50),
             p95_duration_ms=nearest_rank(durations, 95),
-            top_documents=self.top_documents(time_range, top_n) if rows else (),
+            top_documents=self.top_documents(time_range, top_n, traffic) if rows else (),
+            traffic=traffic,
         )
 
 

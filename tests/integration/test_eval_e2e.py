@@ -272,6 +272,8 @@ def test_replay_by_time_range(evaluated: dict[str, Any]) -> None:
             since,
             "--limit",
             "5",
+            "--traffic",
+            "eval",  # the store holds only the eval's lookups
             "--data-dir",
             str(evaluated["data_dir"]),
             "--collection",

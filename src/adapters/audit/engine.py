@@ -18,7 +18,9 @@ from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import StaticPool
 
+from lookup_knowledge.adapters.private_files import private_directory, private_file
 from lookup_knowledge.domain.errors import ConfigurationError
+from lookup_knowledge.domain.redaction import mask_url
 
 SQLITE_BEGIN_OPTION = "lookup_knowledge_sqlite_begin"
 _BEGIN_MODES = {"DEFERRED": "BEGIN DEFERRED", "IMMEDIATE": "BEGIN IMMEDIATE"}
@@ -43,10 +45,8 @@ def normalise_url(url: str | URL) -> URL:
 
 
 def _redact(url: str | URL) -> str:
-    try:
-        return (make_url(url) if isinstance(url, str) else url).render_as_string(hide_password=True)
-    except (ArgumentError, ValueError):
-        return "<unparseable url>"
+    text = url if isinstance(url, str) else url.render_as_string(hide_password=False)
+    return mask_url(text)
 
 
 def create_audit_engine(
@@ -86,7 +86,10 @@ def _sqlite_engine(parsed: URL, busy_timeout_ms: int, create_dir: bool, echo: bo
         # One shared connection, or every checkout would see a different empty database.
         kwargs.update(poolclass=StaticPool, connect_args={"check_same_thread": False})
     elif create_dir:
-        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        # 0700 folder, 0600 file: SQLite gives its -wal and -shm the database file's mode.
+        path = Path(database).expanduser()
+        private_directory(path.parent, key="audit.database-url")
+        private_file(path, key="audit.database-url")
     engine = create_engine(parsed, **kwargs)
 
     @event.listens_for(engine, "connect")
@@ -95,10 +98,12 @@ def _sqlite_engine(parsed: URL, busy_timeout_ms: int, create_dir: bool, echo: bo
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         try:
+            # The busy timeout first: switching to WAL needs the write lock, which a
+            # process starting at the same moment may hold for a moment.
+            cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
             if not in_memory:
                 cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute("PRAGMA synchronous=FULL")
-            cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
             cursor.execute("PRAGMA foreign_keys=ON")
         finally:
             cursor.close()

@@ -7,21 +7,31 @@ alembic.ini.
 
 from __future__ import annotations
 
+import hashlib
+import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from importlib.resources import files
+from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, func, select, text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
 from lookup_knowledge.adapters.audit.engine import create_audit_engine
 from lookup_knowledge.adapters.audit.errors import translate
+from lookup_knowledge.adapters.private_files import private_file
 from lookup_knowledge.application.ports import AuditSchema
+from lookup_knowledge.domain.errors import AuditError
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: no cross-process migration lock
+    fcntl = None  # type: ignore[assignment]
 
 Target = str | URL | Engine
 
@@ -53,14 +63,76 @@ def _connection(target: Target) -> Iterator[Connection]:
             engine.dispose()
 
 
-def upgrade_database(target: Target, revision: str = "head") -> str | None:
-    """Migrate the audit database at ``target`` (URL or engine) up to ``revision``.
+#: The key of the PostgreSQL session advisory lock every migrating process takes.
+MIGRATION_LOCK_KEY = int.from_bytes(
+    hashlib.blake2b(b"lookup-knowledge audit migration", digest_size=8).digest(),
+    "big",
+    signed=True,
+)
+MIGRATION_LOCK_SUFFIX = ".migrate-lock"
+
+
+def _sqlite_file(connection: Connection) -> str | None:
+    database = connection.engine.url.database or ""
+    if connection.dialect.name != "sqlite" or database in ("", ":memory:"):
+        return None
+    return None if database.startswith("file::memory:") else database
+
+
+@contextmanager
+def migration_lock(connection: Connection, timeout_s: float) -> Iterator[None]:
+    """One migrating process at a time: a session advisory lock on PostgreSQL, an flock
+    on ``<file>.migrate-lock`` next to a SQLite file (nothing for an in-memory one).
+    Whoever waited finds the schema at head and has nothing left to do."""
+    if connection.dialect.name == "postgresql":
+        connection.execute(text(f"SET lock_timeout = {int(timeout_s * 1000)}"))
+        connection.execute(select(func.pg_advisory_lock(MIGRATION_LOCK_KEY)))
+        connection.execute(text("RESET lock_timeout"))
+        connection.commit()
+        try:
+            yield
+        finally:
+            with suppress(SQLAlchemyError):
+                connection.rollback()
+                connection.execute(select(func.pg_advisory_unlock(MIGRATION_LOCK_KEY)))
+                connection.commit()
+        return
+    database = _sqlite_file(connection)
+    if database is None or fcntl is None:
+        yield
+        return
+    lock_path = Path(database).expanduser().with_name(Path(database).name + MIGRATION_LOCK_SUFFIX)
+    private_file(lock_path, key="audit.database-url")
+    with open(lock_path, "r+b") as handle:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise AuditError(
+                        f"another process has been migrating the audit database for over "
+                        f"{timeout_s:.0f} s (lock {lock_path})"
+                    ) from None
+                time.sleep(0.02)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def upgrade_database(
+    target: Target, revision: str = "head", *, lock_timeout_s: float = 120.0
+) -> str | None:
+    """Migrate the audit database at ``target`` (URL or engine) up to ``revision``, under
+    the migration lock (see ``migration_lock``), so concurrent first runs all succeed.
 
     Returns the revision the database is at afterwards. Raises ``AuditUnavailable`` when
     the database cannot be reached and ``AuditError`` when a migration fails.
     """
     try:
-        with _connection(target) as connection:
+        with _connection(target) as connection, migration_lock(connection, lock_timeout_s):
             command.upgrade(alembic_config(connection), revision)
             connection.commit()
             return MigrationContext.configure(connection).get_current_revision()

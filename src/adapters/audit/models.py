@@ -105,6 +105,8 @@ class ToolInvocationRow(Base):
     trace_id: Mapped[str | None] = mapped_column(String(64))
     span_id: Mapped[str | None] = mapped_column(String(32))
     retrieval_details: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
+    # production / eval / replay: statistics and listings count production by default.
+    traffic: Mapped[str] = mapped_column(String(16), server_default="production")
     recorded_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.now()
     )
@@ -120,9 +122,11 @@ class ToolInvocationRow(Base):
         UniqueConstraint("session_id", "seq"),
         CheckConstraint("status IN ('ok', 'no_evidence', 'error')", name="status"),
         CheckConstraint("seq >= 1", name="seq_positive"),
+        CheckConstraint("traffic IN ('production', 'eval', 'replay')", name="traffic"),
         Index("ix_tool_invocation_started_at", "started_at"),
         Index("ix_tool_invocation_status_started_at", "status", "started_at"),
         Index("ix_tool_invocation_session_step", "session_id", "step_id"),
+        Index("ix_tool_invocation_traffic_started_at", "traffic", "started_at"),
     )
 
 

@@ -47,11 +47,13 @@ from lookup_knowledge.application.ports import (
     ascii_lower,
     check_session_id,
     check_top_limit,
+    check_traffic,
     nearest_rank_index,
     normalise_cited,
     parse_invocation_id,
 )
 from lookup_knowledge.domain.errors import NotFoundError
+from lookup_knowledge.domain.model import Traffic
 
 T = tool_invocation
 E = invocation_evidence
@@ -77,6 +79,7 @@ _SUMMARY_COLUMNS = (
     T.c.returned_count,
     T.c.started_at,
     T.c.duration_ms,
+    T.c.traffic,
 )
 _EVIDENCE_COLUMNS = (
     E.c.rank,
@@ -104,8 +107,14 @@ def citation_sources_statement(session_id: str, document_ids: Sequence[str]) -> 
     )
 
 
-def _time_conditions(time_range: TimeRange) -> list[ColumnElement[bool]]:
+def _time_conditions(
+    time_range: TimeRange, traffic: Traffic | None = Traffic.PRODUCTION
+) -> list[ColumnElement[bool]]:
+    """The range and the traffic kind (``None``: every kind)."""
+    check_traffic(traffic)
     conditions: list[ColumnElement[bool]] = []
+    if traffic is not None:
+        conditions.append(T.c.traffic == traffic.value)
     if time_range.started_from is not None:
         conditions.append(T.c.started_at >= time_range.started_from)
     if time_range.started_to is not None:
@@ -138,6 +147,7 @@ def _summary(m: RowMapping) -> InvocationSummary:
         returned_count=int(m["returned_count"]),
         started_at=m["started_at"],
         duration_ms=float(m["duration_ms"]),
+        traffic=m["traffic"],
     )
 
 
@@ -175,7 +185,7 @@ class SqlAuditQueries(AuditQueries):
     # ------------------------------------------------------------------ invocations
 
     def list_invocations(self, query: InvocationFilter) -> InvocationPage:
-        conditions = _time_conditions(query.time_range)
+        conditions = _time_conditions(query.time_range, query.traffic_kind())
         if query.session_id is not None:
             conditions.append(T.c.session_id == query.session_id)
         if query.step_id is not None:
@@ -346,7 +356,12 @@ class SqlAuditQueries(AuditQueries):
 
     # ------------------------------------------------------------------ eval
 
-    def top_documents(self, time_range: TimeRange, limit: int = 10) -> tuple[DocumentCount, ...]:
+    def top_documents(
+        self,
+        time_range: TimeRange,
+        limit: int = 10,
+        traffic: Traffic | None = Traffic.PRODUCTION,
+    ) -> tuple[DocumentCount, ...]:
         check_top_limit(limit)
         times = func.count().label("times")
         stmt = (
@@ -358,7 +373,7 @@ class SqlAuditQueries(AuditQueries):
                 func.count(distinct(E.c.session_id)).label("sessions"),
             )
             .join(T, T.c.id == E.c.invocation_id)
-            .where(and_(True, *_time_conditions(time_range)))
+            .where(and_(True, *_time_conditions(time_range, traffic)))
             .group_by(E.c.document_id)
             .order_by(times.desc(), E.c.document_id)
             .limit(limit)
@@ -375,9 +390,14 @@ class SqlAuditQueries(AuditQueries):
             for r in rows
         )
 
-    def quality_summary(self, time_range: TimeRange, top_n: int = 10) -> QualitySummary:
+    def quality_summary(
+        self,
+        time_range: TimeRange,
+        top_n: int = 10,
+        traffic: Traffic | None = Traffic.PRODUCTION,
+    ) -> QualitySummary:
         check_top_limit(top_n)
-        where = and_(True, *_time_conditions(time_range))
+        where = and_(True, *_time_conditions(time_range, traffic))
 
         def count_if(condition: ColumnElement[bool]) -> Any:
             return func.coalesce(func.sum(case((condition, 1), else_=0)), 0)
@@ -429,7 +449,8 @@ class SqlAuditQueries(AuditQueries):
             mean_quality=None if m["mean_quality"] is None else float(m["mean_quality"]),
             p50_duration_ms=None if p50 is None else float(p50),
             p95_duration_ms=None if p95 is None else float(p95),
-            top_documents=self.top_documents(time_range, top_n) if n else (),
+            top_documents=self.top_documents(time_range, top_n, traffic) if n else (),
             claims_checked=claims.claims,
             claims_supported=claims.supported,
+            traffic=traffic,
         )

@@ -98,6 +98,7 @@ def invocation_row(invocation: ToolInvocation, seq: int) -> dict[str, Any]:
         "trace_id": invocation.trace_id,
         "span_id": invocation.span_id,
         "retrieval_details": dict(invocation.retrieval_details),
+        "traffic": invocation.traffic,
     }
 
 
@@ -142,17 +143,24 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
         monotonic: Callable[[], float] = time.monotonic,
         background_drain_s: float | None = 1.0,
         keep_shown_text: bool = True,
+        prepare: Callable[[], object] | None = None,
     ) -> None:
         """``background_drain_s``: while records are spooled, the background drainer looks
         at least this often (in real seconds) whether the backoff is over; ``None``: no
         background drainer (records are replayed by ``record`` and ``flush`` only).
-        ``keep_shown_text`` False: store (and spool) only the hash of each shown block."""
+        ``keep_shown_text`` False: store (and spool) only the hash of each shown block.
+
+        ``prepare``: what must succeed once before the first write (the schema migration
+        a start-up could not run because the database was down); until it has, every
+        write counts as failed, so records are spooled and replayed after it."""
         if background_drain_s is not None and not background_drain_s > 0:
             raise ValueError("background_drain_s must be > 0 or None")
         if max_seq_retries < 1:
             raise ValueError("max_seq_retries must be >= 1")
         self._engine = engine
         self._keep_shown_text = keep_shown_text
+        self._prepare = prepare
+        self._prepare_lock = threading.Lock()
         self._is_pg = engine.dialect.name == "postgresql"
         self._is_sqlite = engine.dialect.name == "sqlite"
         self._spool = Spool(spool_dir, fsync=fsync)
@@ -366,8 +374,17 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
 
     # ------------------------------------------------------------------ database
 
+    def _ensure_prepared(self) -> None:
+        if self._prepare is None:
+            return
+        with self._prepare_lock:
+            if self._prepare is not None:
+                self._prepare()
+                self._prepare = None
+
     def _write(self, invocation: ToolInvocation) -> bool:
         """Insert in one transaction; False when the id was already recorded."""
+        self._ensure_prepared()
         invocation_id = uuid.UUID(invocation.id)
         for attempt in range(1, self._max_seq_retries + 1):
             try:

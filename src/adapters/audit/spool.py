@@ -38,8 +38,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from lookup_knowledge.adapters.audit.codec import clean_invocation, from_json, to_json
+from lookup_knowledge.adapters.private_files import open_private_append, private_directory
 from lookup_knowledge.application.ports import ToolInvocation
-from lookup_knowledge.domain.errors import AuditError
+from lookup_knowledge.domain.errors import AuditError, ConfigurationError
 
 try:
     import fcntl
@@ -145,13 +146,9 @@ class Spool:
         self._closed = False
         self._lock = threading.RLock()
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise AuditError(
-                f"cannot create audit spool directory {self.directory}: {error}"
-            ) from error
-        if not self.directory.is_dir():
-            raise AuditError(f"audit spool path is not a directory: {self.directory}")
+            private_directory(self.directory, key="audit.spool-dir")
+        except ConfigurationError as error:
+            raise AuditError(f"cannot use the audit spool directory: {error}") from error
 
     # ------------------------------------------------------------------ state
 
@@ -287,7 +284,7 @@ class Spool:
             "line": line,
         }
         try:
-            with open(self.rejected_path, "a", encoding="utf-8") as out:
+            with open_private_append(self.rejected_path, "utf-8") as out:
                 out.write(json.dumps(record, ensure_ascii=True) + "\n")
                 out.flush()
                 if self._fsync:
@@ -309,7 +306,7 @@ class Spool:
                 return
             tmp = self.directory / f".tmp-{self._token}-{uuid.uuid4().hex}"
             try:
-                handle = open(tmp, "a", encoding="ascii")  # noqa: SIM115 - kept open
+                handle = open_private_append(tmp, "ascii")  # kept open
                 try:
                     _try_lock(handle)
                     handle.writelines(e.line for e in self._entries)
@@ -335,7 +332,7 @@ class Spool:
 
     def _open_own(self) -> IO[str]:
         tmp = self.directory / f".tmp-{self._token}-{uuid.uuid4().hex}"
-        handle = open(tmp, "a", encoding="ascii")  # noqa: SIM115 - kept open for appends
+        handle = open_private_append(tmp, "ascii")  # kept open for appends
         try:
             _try_lock(handle)
             os.replace(tmp, self.path)

@@ -37,7 +37,7 @@ def _global_options(
         ),
     ] = None,
     data_dir: Annotated[
-        Path | None,
+        str | None,  # text, not Path: Path("") would silently mean the working directory
         typer.Option("--data-dir", help="Data directory (Milvus Lite file, SQLite audit, spool)."),
     ] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -13,6 +14,7 @@ from lookup_knowledge.adapters.cli.answer_check import register_answer_commands
 from lookup_knowledge.adapters.cli.context import open_app, parse_when
 from lookup_knowledge.adapters.cli.render import add_row, console, invocations_table, print_json
 from lookup_knowledge.application.ports import InvocationFilter, TimeRange
+from lookup_knowledge.domain.model import Traffic
 
 if TYPE_CHECKING:
     from lookup_knowledge.application.ports import (
@@ -29,6 +31,20 @@ _SINCE = "ISO date/time (inclusive)."
 _UNTIL = "ISO date/time (exclusive)."
 
 
+class TrafficChoice(StrEnum):
+    production = "production"
+    eval = "eval"
+    replay = "replay"
+    all = "all"
+
+
+_TRAFFIC = "production (agents), eval, replay or all."
+
+
+def _traffic(choice: TrafficChoice) -> Traffic | None:
+    return None if choice is TrafficChoice.all else Traffic(choice.value)
+
+
 def _time_range(since: str | None, until: str | None) -> TimeRange:
     return TimeRange(parse_when(since, "--since"), parse_when(until, "--until"))
 
@@ -43,9 +59,13 @@ def audit_list(
     limit: Annotated[int, typer.Option(help="Page size.")] = 50,
     offset: Annotated[int, typer.Option(help="Rows to skip.")] = 0,
     newest_first: Annotated[bool, typer.Option("--newest-first")] = False,
+    traffic: Annotated[
+        TrafficChoice | None,
+        typer.Option(help=_TRAFFIC + " Default: production, or all with --session."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """List recorded invocations."""
+    """List recorded invocations (agents' traffic unless --traffic or --session)."""
     query = InvocationFilter(
         session_id=session,
         step_id=step,
@@ -54,6 +74,7 @@ def audit_list(
         limit=limit,
         offset=offset,
         newest_first=newest_first,
+        traffic=None if traffic is None else (_traffic(traffic) or "all"),
     )
     with open_app() as lookup_app:
         page = lookup_app.audit.list_invocations(query)
@@ -166,11 +187,16 @@ def audit_stats(
     since: Annotated[str | None, typer.Option(help=_SINCE)] = None,
     until: Annotated[str | None, typer.Option(help=_UNTIL)] = None,
     top: Annotated[int, typer.Option(help="How many most-returned documents.")] = 10,
+    traffic: Annotated[
+        TrafficChoice, typer.Option(help=_TRAFFIC + " Evals and replays are not counted.")
+    ] = TrafficChoice.production,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Quality summary: counts, no-evidence and fallback rates, quality, latency."""
     with open_app() as lookup_app:
-        summary = lookup_app.audit.quality_summary(_time_range(since, until), top)
+        summary = lookup_app.audit.quality_summary(
+            _time_range(since, until), top, _traffic(traffic)
+        )
     data = _summary_data(summary)
     if as_json:
         print_json(data)

@@ -25,14 +25,14 @@ class GlobalOptions:
     """The root command's options, set by its callback before any command runs."""
 
     config_file: Path | None = None
-    data_dir: Path | None = None
+    data_dir: str | None = None
     debug: bool = False
 
 
 OPTIONS = GlobalOptions()
 
 
-def set_global_options(config_file: Path | None, data_dir: Path | None, debug: bool) -> None:
+def set_global_options(config_file: Path | None, data_dir: str | None, debug: bool) -> None:
     OPTIONS.config_file, OPTIONS.data_dir, OPTIONS.debug = config_file, data_dir, debug
     # Until the settings are read (they may be invalid), only warnings and errors.
     configure_logging("DEBUG" if debug else "WARNING", json_lines=False)

@@ -7,18 +7,14 @@ import re
 
 from pydantic import SecretStr
 
-MASK = "****"
+from lookup_knowledge.domain.redaction import MASK, mask_url
+
+__all__ = ["MASK", "SECRET_KEYS", "URL_KEYS", "is_secret", "mask_url", "mask_value"]
+
 SECRET_KEYS = frozenset({"milvus.token", "embedder.openai.api-key"})
 URL_KEYS = frozenset({"audit.database-url", "milvus.uri", "embedder.openai.base-url"})
 _SECRET_WORDS = frozenset({"token", "key", "password", "passwd", "secret", "credential"})
 _WORD_BREAK = re.compile(r"[^a-z0-9]+")
-# scheme://user:password@ - the password ends at the first "@", as SQLAlchemy parses it.
-_URL_PASSWORD = re.compile(r"^(?P<head>[A-Za-z][\w+.-]*://[^:/@]*):(?P<password>[^@]*)@")
-
-
-def mask_url(url: str) -> str:
-    """``postgresql://app:s3cret@db/audit`` -> ``postgresql://app:****@db/audit``."""
-    return _URL_PASSWORD.sub(lambda m: f"{m.group('head')}:{MASK}@", url, count=1)
 
 
 def is_secret(key: str) -> bool:

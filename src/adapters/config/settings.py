@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from enum import StrEnum
 from pathlib import Path
 from types import MappingProxyType
@@ -27,7 +28,9 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
+    SerializerFunctionWrapHandler,
     field_validator,
+    model_serializer,
     model_validator,
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -39,6 +42,7 @@ from lookup_knowledge.domain.errors import ConfigurationError
 from lookup_knowledge.domain.model import SearchMode
 from lookup_knowledge.domain.projection import ProjectionBudgets
 from lookup_knowledge.domain.quality import QualityThresholds
+from lookup_knowledge.domain.redaction import mask_url
 from lookup_knowledge.domain.relevance import RelevanceCalibration
 from lookup_knowledge.domain.rerank import RerankWeights
 from lookup_knowledge.domain.settings import (
@@ -138,7 +142,28 @@ class EmbedderProvider(StrEnum):
     NONE = "none"
 
 
-class _Section(BaseModel):
+def _shown(value: object) -> object:
+    return mask_url(value) if isinstance(value, str) and "://" in value else value
+
+
+class _Masked(BaseModel):
+    """``repr`` and every dump mask the password of any URL value (``audit.database-url``,
+    ``embedder.openai.base-url``, ``milvus.uri``); the properties the adapters read keep
+    the real value. Secret keys are ``SecretStr`` and mask themselves."""
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        for name, value in super().__repr_args__():
+            yield name, _shown(value)
+
+    @model_serializer(mode="wrap")
+    def _masked_dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            return {key: _shown(value) for key, value in data.items()}
+        return data
+
+
+class _Section(_Masked):
     model_config = ConfigDict(
         extra="forbid",
         frozen=True,
@@ -572,7 +597,6 @@ class AuditSettings(_Section):
     enabled: bool = Field(default=True, description="Record every lookup in the audit store.")
     database_url: OptionalText = Field(
         default=None,
-        repr=False,  # may carry a password
         description="SQLAlchemy URL of the audit database (SQLite or PostgreSQL); password masked.",
     )
     spool_dir: OptionalPath = Field(
@@ -729,7 +753,7 @@ class ServerSettings(_Section):
 # --- the root ---------------------------------------------------------------------------
 
 
-class Settings(BaseSettings):
+class Settings(_Masked, BaseSettings):
     """The effective configuration. Build it with ``load_settings`` to read the sources."""
 
     model_config = SettingsConfigDict(
@@ -770,10 +794,20 @@ class Settings(BaseSettings):
         # where each value came from and reject unknown keys; the model validates only.
         return (init_settings,)
 
+    @field_validator("data_dir", mode="before")
+    @classmethod
+    def _named_data_dir(cls, value: object) -> object:
+        if isinstance(value, str | Path) and not str(value).strip():
+            # Path("") is the working directory: never what an empty setting meant.
+            raise ConfigurationError("data-dir", str(value), "must not be empty")
+        return value
+
     @field_validator("data_dir")
     @classmethod
     def _absolute_data_dir(cls, value: Path) -> Path:
-        return _absolute(value)
+        path = _absolute(value)
+        check_data_dir(path)
+        return path
 
     @model_validator(mode="after")
     def _embedder_fits_mode(self) -> Settings:
@@ -893,6 +927,34 @@ class Settings(BaseSettings):
 
 
 _DOMAINS_FILE_KEY = "rag.domains-file"
+DATA_DIR_KEY = "data-dir"
+
+
+def check_data_dir(path: Path) -> None:
+    """What can be told without creating anything: ``path`` is a folder (or can become
+    one) that this process can use. ``ConfigurationError`` naming ``data-dir`` if not;
+    creating it may still fail (``/proc/x``), which ``private_files`` reports the same way.
+    """
+    if "\x00" in str(path):
+        raise ConfigurationError(DATA_DIR_KEY, str(path), "must not contain NUL")
+    try:
+        if path.exists():
+            if not path.is_dir():
+                raise ConfigurationError(DATA_DIR_KEY, str(path), "is a file, not a folder")
+            if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
+                raise ConfigurationError(
+                    DATA_DIR_KEY, str(path), "is a folder this user cannot read and write"
+                )
+            return
+        for parent in path.parents:
+            if parent.exists():
+                if not parent.is_dir():
+                    raise ConfigurationError(
+                        DATA_DIR_KEY, str(path), f"is under {parent}, which is a file"
+                    )
+                return
+    except OSError as e:  # e.g. a name too long, a loop of links
+        raise ConfigurationError(DATA_DIR_KEY, str(path), f"cannot be used ({e.strerror})") from e
 
 
 def read_domains_file(path: Path) -> dict[str, list[str]]:

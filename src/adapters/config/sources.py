@@ -136,6 +136,37 @@ def _parse_file(path: Path, text: str) -> object:
     return parse_properties(text)
 
 
+_TOO_DEEP = "nests too deeply to be a configuration (at most a few levels of sections)"
+_MAX_DEPTH = 32
+
+
+def _one_line(error: Exception) -> str:
+    """A parser's complaint on one line, with the line (and column) where it is."""
+    if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
+        mark = error.problem_mark
+        problem = error.problem or error.context or "invalid YAML"
+        return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
+    if isinstance(error, json.JSONDecodeError):
+        return f"line {error.lineno}, column {error.colno}: {error.msg}"
+    return " ".join(str(error).split())
+
+
+def _depth(value: object, limit: int = _MAX_DEPTH) -> int:
+    """How deep ``value`` nests, counted up to ``limit`` (without recursion)."""
+    deepest = 0
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        node, level = stack.pop()
+        deepest = max(deepest, level)
+        if deepest >= limit:
+            return deepest
+        if isinstance(node, Mapping):
+            stack.extend((child, level + 1) for child in node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend((child, level + 1) for child in node)
+    return deepest
+
+
 def file_layer(path: Path, origin: str) -> Layer:
     """Read a config file; ``origin`` names where its path came from (for errors)."""
     shown = str(path)
@@ -156,14 +187,21 @@ def file_layer(path: Path, origin: str) -> Layer:
         text = raw.decode("latin-1")  # what java.util.Properties reads
     try:
         data = _parse_file(path, text)
-    except (yaml.YAMLError, tomllib.TOMLDecodeError, json.JSONDecodeError) as e:
-        raise ConfigurationError(origin, shown, f"cannot be parsed: {e}") from e
-    except PropertiesSyntaxError as e:
-        raise ConfigurationError(origin, shown, f"cannot be parsed: {e}") from e
+    except (
+        yaml.YAMLError,
+        tomllib.TOMLDecodeError,
+        json.JSONDecodeError,
+        PropertiesSyntaxError,
+    ) as e:
+        raise ConfigurationError(origin, shown, f"cannot be parsed: {_one_line(e)}") from e
+    except RecursionError:
+        raise ConfigurationError(origin, shown, _TOO_DEEP) from None
     if data is None:
         return {}
     if not isinstance(data, Mapping):
         raise ConfigurationError(origin, shown, "must hold a mapping of keys to values")
+    if _depth(data) >= _MAX_DEPTH:
+        raise ConfigurationError(origin, shown, _TOO_DEEP)
     layer = flatten_into({}, data, file_source(path))
     domains_file = layer.get(_DOMAINS_FILE)
     if domains_file is not None and isinstance(domains_file.value, str | Path):
@@ -180,8 +218,10 @@ def file_layer(path: Path, origin: str) -> Layer:
 def _json_object(variable: str, raw: str, path: KeyPath) -> Mapping[str, object]:
     try:
         data = json.loads(raw)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         data = None
+    if isinstance(data, dict) and _depth(data) >= _MAX_DEPTH:
+        raise ConfigurationError(variable, raw[:80], _TOO_DEEP)
     if not isinstance(data, dict):
         raise ConfigurationError(
             variable,

@@ -9,16 +9,23 @@ process through it, which Milvus Lite needs.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
+import os
 import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from lookup_knowledge.adapters.milvus.errors import DRIVER_ERRORS, translate
-from lookup_knowledge.domain.errors import ConfigurationError, SearchUnavailable
+from lookup_knowledge.adapters.private_files import private_directory
+from lookup_knowledge.domain.errors import (
+    ConfigurationError,
+    SearchStoreInUse,
+    SearchUnavailable,
+)
+from lookup_knowledge.domain.redaction import mask_url
 
 SERVER_SCHEMES = ("http://", "https://", "tcp://", "grpc://")
 #: The Milvus version the BM25 function, hybrid search over it and grouping with
@@ -79,6 +86,50 @@ class _UnimplementedRpcFilter(logging.Filter):
 
 _GRPC_FILTER = _UnimplementedRpcFilter()
 
+
+class _LockedDataDirFilter(logging.Filter):
+    """Milvus Lite logs a busy file as a 20-line traceback before pymilvus raises; the
+    connection reports it in one line (``SearchStoreInUse``), so drop that record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return type(error).__name__ != "DataDirLockedError"
+
+
+_LOCKED_FILTER = _LockedDataDirFilter()
+#: The file inside a Milvus Lite folder that its owning process holds an flock on.
+LITE_LOCK_FILE = "LOCK"
+
+
+def lite_file_in_use(path: str) -> bool:
+    """True when another process holds the Milvus Lite folder ``path`` (its LOCK file).
+
+    Only meaningful while this process does not serve ``path`` itself: an flock is per
+    open file, so this process's own server would look like "another process" too."""
+    lock = Path(path) / LITE_LOCK_FILE
+    try:
+        fd = os.open(lock, os.O_RDWR)
+    except OSError:
+        return False  # no LOCK file: nobody has opened the folder yet
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+def _in_use_error(path: str) -> SearchStoreInUse:
+    return SearchStoreInUse(
+        f"the Milvus Lite file {path} is in use by another process; Milvus Lite opens a "
+        "file in one process at a time: stop that process, use another --data-dir or "
+        "milvus.uri, or run a Milvus server (milvus.uri=http://host:19530) for several"
+    )
+
+
 # Milvus Lite keeps one in-process server per .db path; several connections to one path
 # (two apps, a CLI and a benchmark in one process) share it, so it is released only when
 # the last one closes. Without the release the data directory stays locked until exit.
@@ -87,8 +138,13 @@ _lite_lock = threading.Lock()
 
 
 def _acquire_lite(path: str) -> None:
+    """Count a user of ``path``; the first user of a file another process holds gets
+    ``SearchStoreInUse`` instead."""
     logging.getLogger("grpc._server").addFilter(_GRPC_FILTER)
+    logging.getLogger("milvus_lite.server_manager").addFilter(_LOCKED_FILTER)
     with _lite_lock:
+        if _lite_users.get(path, 0) == 0 and lite_file_in_use(path):
+            raise _in_use_error(path)
         _lite_users[path] = _lite_users.get(path, 0) + 1
 
 
@@ -104,15 +160,6 @@ def _release_lite(path: str) -> None:
     except ImportError:  # pragma: no cover - Lite is a dependency; nothing to release
         return
     server_manager_instance.release_server(path)
-
-
-def _redact(uri: str) -> str:
-    parts = urlsplit(uri)
-    if parts.password or parts.username:
-        host = parts.hostname or ""
-        port = f":{parts.port}" if parts.port else ""
-        return f"{parts.scheme}://***@{host}{port}{parts.path}"
-    return uri
 
 
 class MilvusConnection:
@@ -149,7 +196,11 @@ class MilvusConnection:
                     "http:// or https://",
                 )
             if create_dirs:
-                path.parent.mkdir(parents=True, exist_ok=True)
+                # Milvus Lite 3 keeps its data in a folder named like the file: made
+                # 0700 here first, so what Lite writes inside is its owner's only.
+                private_directory(path.parent, key="milvus.uri")
+                if not path.exists():
+                    private_directory(path, key="milvus.uri")
             uri = str(path.resolve())
         self._uri = uri
         self._token = token
@@ -163,7 +214,7 @@ class MilvusConnection:
     @property
     def uri(self) -> str:
         """The URI for messages (credentials redacted)."""
-        return _redact(self._uri)
+        return mask_url(self._uri)
 
     @property
     def is_lite(self) -> bool:
@@ -196,6 +247,8 @@ class MilvusConnection:
                 except DRIVER_ERRORS as error:
                     if self._lite:
                         _release_lite(self._uri)
+                        if lite_file_in_use(self._uri):  # taken between check and open
+                            raise _in_use_error(self._uri) from error
                     raise translate(error, "connect", self.uri) from error
             return self._client
 

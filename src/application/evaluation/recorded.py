@@ -66,6 +66,7 @@ def list_all_invocations(audit: AuditQueries, query: InvocationFilter) -> list[I
                 time_range=query.time_range,
                 limit=MAX_PAGE_SIZE,
                 offset=offset,
+                traffic=query.traffic,
             )
         )
         items.extend(page.items)

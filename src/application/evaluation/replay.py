@@ -19,7 +19,7 @@ from lookup_knowledge.application.evaluation.values import (
     EvalProgressCallback,
     describe_config,
 )
-from lookup_knowledge.application.lookup import LookupConfig, LookupKnowledge
+from lookup_knowledge.application.lookup import LookupConfig, LookupKnowledge, LookupOptions
 from lookup_knowledge.application.ports import (
     AuditQueries,
     Clock,
@@ -34,6 +34,7 @@ from lookup_knowledge.domain.errors import (
     InvalidInputError,
     NotFoundError,
 )
+from lookup_knowledge.domain.model import Traffic
 from lookup_knowledge.domain.overlap import DEFAULT_PERSISTENCE, jaccard, rank_biased_overlap
 
 #: The measures an eval reports, in ir-measures notation (RR@10 is MRR@10 once averaged).
@@ -49,13 +50,17 @@ class OverlapMeasure(StrEnum):
 @dataclass(frozen=True, slots=True)
 class ReplaySelection:
     """Which logged invocations to replay: one session, or a time range (at least one
-    bound, so that a forgotten option never replays the whole store)."""
+    bound, so that a forgotten option never replays the whole store) of one kind of
+    traffic (agents' calls unless told otherwise; a session is replayed whole)."""
 
     session_id: str | None = None
     time_range: TimeRange | None = None
     limit: int | None = None
+    traffic: Traffic = Traffic.PRODUCTION
 
     def __post_init__(self) -> None:
+        if not isinstance(self.traffic, Traffic):
+            raise InvalidInputError(f"traffic must be a Traffic, not {self.traffic!r}")
         if (self.session_id is None) == (self.time_range is None):
             raise InvalidInputError("replay needs either a session id or a time range")
         if self.time_range is not None and (
@@ -74,6 +79,7 @@ class ReplaySelection:
             "since": start.isoformat() if start else None,
             "until": end.isoformat() if end else None,
             "limit": self.limit,
+            "traffic": self.traffic.value,
         }
 
 
@@ -229,6 +235,9 @@ class ReplayReport:
         return data
 
 
+_REPLAY = LookupOptions(traffic=Traffic.REPLAY)
+
+
 class Replay:
     """Re-run logged queries under another configuration and compare the evidence."""
 
@@ -270,7 +279,10 @@ class Replay:
         notify(EvalProgress("replay", "", 0, total))
         for done, original in enumerate(originals, 1):
             result = use_case.execute(
-                original.summary.query, session_id=session, step_id=original.summary.id
+                original.summary.query,
+                session_id=session,
+                step_id=original.summary.id,
+                options=_REPLAY,
             )
             check_recorded(result.record_outcome)
             notify(EvalProgress("replay", "", done, total))
@@ -325,7 +337,8 @@ class Replay:
             assert selection.time_range is not None
             self._recorder.flush(None, self._flush_timeout_s)
             summaries = list_all_invocations(
-                self._audit, InvocationFilter(time_range=selection.time_range)
+                self._audit,
+                InvocationFilter(time_range=selection.time_range, traffic=selection.traffic),
             )
             wanted = {s.id for s in summaries}
             evidence: dict[str, list[EvidenceView]] = {}

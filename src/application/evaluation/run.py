@@ -27,7 +27,7 @@ from lookup_knowledge.application.evaluation.values import (
     mean_or_none,
 )
 from lookup_knowledge.application.ingest import IngestDocuments, IngestProgress, IngestReport
-from lookup_knowledge.application.lookup import LookupKnowledge
+from lookup_knowledge.application.lookup import LookupKnowledge, LookupOptions
 from lookup_knowledge.application.ports import (
     AuditQueries,
     Clock,
@@ -39,9 +39,13 @@ from lookup_knowledge.domain.errors import (
     AuditError,
     InvalidInputError,
 )
-from lookup_knowledge.domain.model import InvocationStatus
+from lookup_knowledge.domain.model import InvocationStatus, Traffic
 
 #: The measures an eval reports, in ir-measures notation (RR@10 is MRR@10 once averaged).
+
+
+# Kept apart from production traffic: `audit stats` and `audit list` leave it out.
+_EVAL = LookupOptions(traffic=Traffic.EVAL)
 
 
 def new_run_id(at: datetime) -> str:
@@ -143,7 +147,9 @@ class RunEval:
         first_error: str | None = None
         notify(EvalProgress("lookup", configuration.name, 0, total))
         for done, query in enumerate(dataset.queries, 1):
-            result = use_case.execute(query.text, session_id=session, step_id=query.query_id)
+            result = use_case.execute(
+                query.text, session_id=session, step_id=query.query_id, options=_EVAL
+            )
             check_recorded(result.record_outcome)
             if result.error_code is not None and first_error is None:
                 first_error = f"query {query.query_id}: {result.message}"

@@ -20,7 +20,7 @@ from lookup_knowledge.application.lookup.post_processor import PostProcessed
 from lookup_knowledge.application.lookup.result import LookupResult
 from lookup_knowledge.application.lookup.retriever import Retrieval
 from lookup_knowledge.domain.errors import LookupKnowledgeError
-from lookup_knowledge.domain.model import InvocationStatus, QueryHints, SearchMode
+from lookup_knowledge.domain.model import InvocationStatus, QueryHints, SearchMode, Traffic
 from lookup_knowledge.domain.packing import ContextPack, OmissionReason
 from lookup_knowledge.domain.projection import ProjectedBlock
 from lookup_knowledge.domain.quality import (
@@ -41,6 +41,7 @@ class LookupCall:
     started_at: datetime
     step_id: str | None = None
     tool_call_id: str | None = None
+    traffic: Traffic = Traffic.PRODUCTION
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from lookup_knowledge.domain.errors import ConfigurationError
-from lookup_knowledge.domain.model import SearchMode
+from lookup_knowledge.domain.errors import ConfigurationError, InvalidInputError
+from lookup_knowledge.domain.model import SearchMode, Traffic
 from lookup_knowledge.domain.projection import ProjectionBudgets
 from lookup_knowledge.domain.quality import QualityThresholds
 from lookup_knowledge.domain.relevance import RelevanceCalibration
@@ -60,3 +60,23 @@ class LookupOptions:
     mode: SearchMode | None = None
     category: str | None = None  # an explicit filter: no unfiltered retry
     tool_call_id: str | None = None
+    traffic: Traffic = Traffic.PRODUCTION
+
+    def __post_init__(self) -> None:
+        # A host passes these from its own code: a wrong type is its bug, said plainly,
+        # and an empty category is refused rather than silently dropped as a filter.
+        if self.mode is not None and not isinstance(self.mode, SearchMode):
+            raise InvalidInputError(
+                f"mode must be one of {', '.join(m.value for m in SearchMode)}; got {self.mode!r}"
+            )
+        if self.category is not None:
+            if not isinstance(self.category, str):
+                raise InvalidInputError(
+                    f"category must be a string; got {type(self.category).__name__}"
+                )
+            if not self.category.strip():
+                raise InvalidInputError(
+                    "category must not be empty or blank (omit it for no category filter)"
+                )
+        if not isinstance(self.traffic, Traffic):
+            raise InvalidInputError(f"traffic must be a Traffic; got {self.traffic!r}")

@@ -47,6 +47,7 @@ def invocation_record(
         duration_ms=duration_ms,
         step_id=call.step_id,
         tool_call_id=call.tool_call_id,
+        traffic=call.traffic.value,
         tool_name=TOOL_NAME,
         error_code=out.error.code if out.error else None,
         error_message=out.error.message if out.error else None,

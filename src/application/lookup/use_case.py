@@ -116,6 +116,7 @@ class LookupKnowledge:
             started_at=started_at,
             step_id=step_id,
             tool_call_id=opts.tool_call_id,
+            traffic=opts.traffic,
         )
         with self._telemetry.span(f"execute_tool {TOOL_NAME}", _tool_attributes(call)) as span:
             timings: dict[str, float] = {}

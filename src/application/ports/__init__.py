@@ -1,11 +1,11 @@
 """Ports: the small interfaces the use cases need, one module per role.
 
 - ``search``: ``KnowledgeSearchPort`` (read side of the knowledge base), ``Embedder``
-- ``analysis``: ``TextAnalyzer`` (the terms BM25 and the Verifier compare)
 - ``ingest``: ``DocumentSource``, ``Chunker``, ``KnowledgeStore`` (write side)
 - ``audit``: ``ToolInvocationRecorder``, ``AuditQueries``, ``SessionState``
 - ``answer_check``: what the answer checker reads and stores (``SessionEvidenceReader``,
   ``WordStemmer``, ``ClaimJudge``, ``AnswerCheckStore``, ...)
+- ``analysis``: ``TextAnalyzer`` (the text analysis BM25 and the query share)
 - ``evaluation``: ``RankingMetrics``
 - ``runtime``: ``Clock``, ``Telemetry``
 
@@ -16,7 +16,9 @@ implement them; tests use fakes that subclass them. Nothing here knows about Mil
 SQL, HTTP or any framework. Every name is importable from this package.
 """
 
-from lookup_knowledge.application.ports.analysis import TextAnalyzer
+from lookup_knowledge.application.ports.analysis import (
+    TextAnalyzer,
+)
 from lookup_knowledge.application.ports.answer_check import (
     MAX_OTHER_SESSIONS,
     AnswerCheck,
@@ -35,10 +37,12 @@ from lookup_knowledge.application.ports.answer_check import (
     summary_of,
 )
 from lookup_knowledge.application.ports.audit import (
+    ALL_TRAFFIC,
     MAX_CITED_IDS,
     MAX_PAGE_SIZE,
     RETRIEVAL_DETAILS_VERSION,
     STATUSES,
+    TRAFFIC_KINDS,
     AuditQueries,
     AuditSchema,
     CitationReport,
@@ -63,6 +67,7 @@ from lookup_knowledge.application.ports.audit import (
     ascii_lower,
     check_session_id,
     check_top_limit,
+    check_traffic,
     evidence_problem,
     nearest_rank,
     nearest_rank_index,
@@ -106,12 +111,14 @@ from lookup_knowledge.application.ports.search import (
 )
 
 __all__ = [
+    "ALL_TRAFFIC",
     "DOCUMENT_FORMATS",
     "MAX_CITED_IDS",
     "MAX_OTHER_SESSIONS",
     "MAX_PAGE_SIZE",
     "RETRIEVAL_DETAILS_VERSION",
     "STATUSES",
+    "TRAFFIC_KINDS",
     "AnswerCheck",
     "AnswerCheckFilter",
     "AnswerCheckStore",
@@ -172,6 +179,7 @@ __all__ = [
     "ascii_lower",
     "check_session_id",
     "check_top_limit",
+    "check_traffic",
     "evidence_problem",
     "nearest_rank",
     "nearest_rank_index",

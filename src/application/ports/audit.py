@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from types import MappingProxyType
+from typing import Literal
 
 from lookup_knowledge.application.tool import (
     MAX_DOCUMENT_ID_CHARS,
@@ -29,7 +30,7 @@ from lookup_knowledge.application.tool import (
     unstorable_text,
 )
 from lookup_knowledge.domain.errors import AuditError, InvalidInputError
-from lookup_knowledge.domain.model import InvocationStatus, SearchMode
+from lookup_knowledge.domain.model import InvocationStatus, SearchMode, Traffic
 
 _NO_METADATA: Mapping[str, object] = MappingProxyType({})
 
@@ -97,6 +98,8 @@ class ToolInvocation:
     span_id: str | None = None
     retrieval_details: Mapping[str, object] = field(default_factory=lambda: _NO_METADATA)
     evidence: tuple[EvidenceRecord, ...] = ()
+    #: production (an agent's call), eval or replay; see ``Traffic``.
+    traffic: str = Traffic.PRODUCTION.value
 
     def __post_init__(self) -> None:
         # Validated once, where it is made: every recorder (SQL, spool, fake) receives
@@ -167,6 +170,18 @@ def parse_invocation_id(value: str) -> uuid.UUID:
         raise InvalidInputError(f"not an invocation id (a UUID expected): {value[:80]!r}") from None
 
 
+TRAFFIC_KINDS = frozenset(t.value for t in Traffic)
+ALL_TRAFFIC: Literal["all"] = "all"
+
+
+def check_traffic(traffic: object) -> None:
+    """``None`` (every kind) or a ``Traffic``; ``InvalidInputError`` otherwise."""
+    if traffic is not None and not isinstance(traffic, Traffic):
+        raise InvalidInputError(
+            f"traffic must be one of {sorted(TRAFFIC_KINDS)} (or None for all), not {traffic!r}"
+        )
+
+
 def validate_invocation(invocation: ToolInvocation) -> None:
     """Reject a record that no store could keep; raises ``AuditError``.
 
@@ -189,6 +204,8 @@ def validate_invocation(invocation: ToolInvocation) -> None:
             fail(f"{name} must be a string of at most {MAX_ID_CHARS} characters")
     if invocation.status not in STATUSES:
         fail(f"status must be one of {sorted(STATUSES)}, not {invocation.status!r}")
+    if invocation.traffic not in TRAFFIC_KINDS:
+        fail(f"traffic must be one of {sorted(TRAFFIC_KINDS)}, not {invocation.traffic!r}")
     if not isinstance(invocation.started_at, datetime):
         fail("started_at must be a datetime")
     if not math.isfinite(invocation.duration_ms) or invocation.duration_ms < 0:
@@ -296,7 +313,9 @@ class InvocationFilter:
     """Which invocations to list, and which page.
 
     Results are ordered by ``(started_at, id)`` (oldest first unless ``newest_first``);
-    ``offset``/``limit`` page through them.
+    ``offset``/``limit`` page through them. ``traffic``: a kind, ``"all"``, or unset:
+    then production only, except with ``session_id`` (a session is read whole, which is
+    how eval and replay read their own sessions back).
     """
 
     session_id: str | None = None
@@ -306,8 +325,11 @@ class InvocationFilter:
     limit: int = 50
     offset: int = 0
     newest_first: bool = False
+    traffic: Traffic | Literal["all"] | None = None
 
     def __post_init__(self) -> None:
+        if self.traffic != ALL_TRAFFIC:
+            check_traffic(self.traffic)
         if self.session_id is not None:
             _require_session(self.session_id)
         if self.step_id is not None and (not self.step_id or len(self.step_id) > MAX_ID_CHARS):
@@ -318,6 +340,12 @@ class InvocationFilter:
             raise InvalidInputError(f"limit must be between 1 and {MAX_PAGE_SIZE}")
         if isinstance(self.offset, bool) or self.offset < 0:
             raise InvalidInputError("offset must be >= 0")
+
+    def traffic_kind(self) -> Traffic | None:
+        """The kind to list, ``None`` for every kind (see the class docstring)."""
+        if self.traffic is None:
+            return None if self.session_id is not None else Traffic.PRODUCTION
+        return None if self.traffic == ALL_TRAFFIC else Traffic(self.traffic)
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,6 +368,7 @@ class InvocationSummary:
     returned_count: int
     started_at: datetime
     duration_ms: float
+    traffic: str = Traffic.PRODUCTION.value
 
 
 EvidenceView = EvidenceRecord
@@ -495,6 +524,7 @@ class QualitySummary:
     # Claims checked by ``CheckAnswer`` in the range (by check time) and how many held.
     claims_checked: int = 0
     claims_supported: int = 0
+    traffic: Traffic | None = Traffic.PRODUCTION  # what was counted (None: every kind)
 
     @property
     def supported_claim_share(self) -> float | None:
@@ -580,11 +610,24 @@ class AuditQueries(ABC):
         """
 
     @abstractmethod
-    def top_documents(self, time_range: TimeRange, limit: int = 10) -> tuple[DocumentCount, ...]:
-        """Documents returned most often in the range (ties by document_id)."""
+    def top_documents(
+        self,
+        time_range: TimeRange,
+        limit: int = 10,
+        traffic: Traffic | None = Traffic.PRODUCTION,
+    ) -> tuple[DocumentCount, ...]:
+        """Documents returned most often in the range (ties by document_id), counting
+        ``traffic`` only (production by default; ``None``: every kind)."""
 
     @abstractmethod
-    def quality_summary(self, time_range: TimeRange, top_n: int = 10) -> QualitySummary: ...
+    def quality_summary(
+        self,
+        time_range: TimeRange,
+        top_n: int = 10,
+        traffic: Traffic | None = Traffic.PRODUCTION,
+    ) -> QualitySummary:
+        """Counts, rates and percentiles of ``traffic`` in the range (production by
+        default, so an eval's thousands of calls do not drown the agents' ones)."""
 
     def verify_citations(self, session_id: str, document_ids: Sequence[str]) -> CitationReport:
         """Valid and unknown citations as the database knows them (no spool view)."""

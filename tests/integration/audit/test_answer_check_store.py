@@ -268,7 +268,8 @@ def test_an_audit_store_written_before_0002_still_verifies_and_checks(
     try:
         old = create_audit_engine(old_url)
         upgrade_database(old, "0001_audit_store")
-        old_columns = {c.name for c in tool_invocation.columns} - {"recorded_at"}
+        # traffic came in 0003 (its server default fills the old rows).
+        old_columns = {c.name for c in tool_invocation.columns} - {"recorded_at", "traffic"}
         old_evidence = {c.name for c in invocation_evidence.columns} - {"shown_text"}
         with old.begin() as conn:
             # Only the 0001 columns: the INSERT names no shown_text column.

@@ -18,19 +18,25 @@ from lookup_knowledge.application.evaluation import (
     ReplayThreshold,
 )
 from lookup_knowledge.application.ports import TimeRange
+from lookup_knowledge.domain.model import Traffic
 
 if TYPE_CHECKING:
     from lookup_knowledge.application.evaluation import ReplayReport
 
 
 def _selection(
-    session: str | None, since: str | None, until: str | None, limit: int | None
+    session: str | None,
+    since: str | None,
+    until: str | None,
+    limit: int | None,
+    traffic: Traffic = Traffic.PRODUCTION,
 ) -> ReplaySelection:
     start, end = parse_when(since, "--since"), parse_when(until, "--until")
     return ReplaySelection(
         session_id=session,
         time_range=TimeRange(start, end) if start is not None or end is not None else None,
         limit=limit,
+        traffic=traffic,
     )
 
 
@@ -79,6 +85,9 @@ def replay(
         typer.Option(min=0, help="Fail when more queries than this lost all their evidence."),
     ] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="Replay at most N lookups.")] = None,
+    traffic: Annotated[
+        Traffic, typer.Option(help="With --since/--until: whose lookups (agents' by default).")
+    ] = Traffic.PRODUCTION,
     embedder: Annotated[str | None, typer.Option(help=EMBEDDER_HELP)] = None,
     data_dir: Annotated[
         Path | None, typer.Option(help="Data directory (Milvus Lite file, SQLite audit).")
@@ -96,7 +105,7 @@ def replay(
     from lookup_knowledge.adapters.api import create_app
     from lookup_knowledge.adapters.evaluation.reports import write_json
 
-    selection = _selection(session, since, until, limit)
+    selection = _selection(session, since, until, limit, traffic)
     threshold = _threshold(min_overlap, overlap, max_lost)
     settings = SettingsLoader(ctx, data_dir, embedder).load(
         parse_set_options(set_ or []), collection=collection
