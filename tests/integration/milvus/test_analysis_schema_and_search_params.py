@@ -53,11 +53,11 @@ def test_a_chinese_word_finds_the_chinese_document_in_sparse_mode(
     connection: MilvusConnection, sample: str
 ) -> None:
     search = MilvusKnowledgeSearch(connection, collection=sample)
-    assert docs(search.search(sparse("内存")))[0] == "operations/redis-memory-zh.md"
+    assert docs(search.search(sparse("内存")))[0] == "sample_corpus/operations/redis-memory-zh.md"
     # A word inside a longer run ("退款" in "退款与争议处理常见问题") is found too.
-    assert docs(search.search(sparse("退款")))[0] == "product/refunds-zh.md"
+    assert docs(search.search(sparse("退款")))[0] == "sample_corpus/product/refunds-zh.md"
     # Mixed: an English term and a Chinese word.
-    assert "database/slow-query-zh.md" in docs(search.search(sparse("PostgreSQL 慢查询")))[:2]
+    assert "sample_corpus/database/slow-query-zh.md" in docs(search.search(sparse("PostgreSQL 慢查询")))[:2]
 
 
 @pytest.mark.slow
@@ -65,7 +65,7 @@ def test_stemming_and_the_title_reach_bm25(connection: MilvusConnection, sample:
     search = MilvusKnowledgeSearch(connection, collection=sample)
     # "renewing certificates" shares no surface form with "certificate renewal".
     assert docs(search.search(sparse("renewing certificates")))[0] == (
-        "operations/tls-certificate-renewal.md"
+        "sample_corpus/operations/tls-certificate-renewal.md"
     )
     assert search.search(sparse("the of and")) == []  # stop words only: nothing to match
 
