@@ -23,6 +23,7 @@ from lookup_knowledge.adapters.cli.render import (
     print_json,
     show_lookup,
 )
+from lookup_knowledge.domain.errors import InvalidInputError
 from lookup_knowledge.domain.model import SearchMode
 
 if TYPE_CHECKING:
@@ -164,7 +165,8 @@ def lookup(
 ) -> None:
     """Run lookup_knowledge(QUERY) as an agent would; the call is recorded.
 
-    Exits 1 when the lookup failed (status error), with the reason on stderr.
+    Exits 1 when the lookup failed (status error), 2 when it failed on its input (an
+    over-long query), with the reason on stderr; the call is recorded either way.
     """
     if as_json:
         if output not in (OutputFormat.TEXT, OutputFormat.JSON):
@@ -194,7 +196,8 @@ def lookup(
         print_json(_formatted(result, output, tool_call_id))
     if failed:
         error_line(f"error: {result.message}")
-        raise typer.Exit(1)
+        # recorded either way; a query the tool refuses is the caller's input to fix
+        raise typer.Exit(2 if result.error_code == InvalidInputError.code else 1)
 
 
 def _formatted(result: LookupResult, output: OutputFormat, tool_call_id: str | None) -> object:
