@@ -92,14 +92,13 @@ HARMLESS: list[tuple[str, dict[str, bytes]]] = [
         "huge-front-matter",
         {
             "huge.md": b"---\n"
-            + b"k%d: v\n" * 0
             + b"".join(b"key%d: %s\n" % (i, b"v" * 80) for i in range(20_000))
             + b"---\n# H\n\nfailover\n"
         },
     ),
     ("binary-as-markdown", {"bin.md": bytes(range(256)) * 64}),
     ("long-file-name", {"n" * 240 + ".md": b"# long\n\nfailover\n"}),
-    ("markup-file-name", {"[bold]x[/bold].md": b"# markup\n\nfailover\n"}),
+    ("markup-file-name", {"[bold]x[-bold].md": b"# markup\n\nfailover\n"}),
     ("space-and-quotes-name", {"a \"b\" 'c'.md": b"# q\n\nfailover\n"}),
 ]
 
