@@ -213,9 +213,9 @@ def test_an_unknown_method_gets_method_not_found(client: RawClient) -> None:
     client.alive()
 
 
-def test_tools_list_names_the_one_tool(client: RawClient) -> None:
+def test_tools_list_names_the_lookup_tool(client: RawClient) -> None:
     tools = client.request("tools/list", {})["result"]["tools"]
-    assert [t["name"] for t in tools] == ["lookup_knowledge"]
+    assert "lookup_knowledge" in [t["name"] for t in tools]
 
 
 def test_a_line_that_is_not_json_leaves_the_server_up(client: RawClient) -> None:
