@@ -16,8 +16,6 @@ from lookup_knowledge.domain.errors import InvalidInputError
 from tests.e2e.hostile.support import Backend, assert_recorded_once, evidence_ids, session_id
 from tests.e2e.hostile.test_cli_lookups import DOCS
 
-STARTUP = "fixed on branch startup-security: item 11"
-
 
 @pytest.fixture(scope="module")
 def app(backend: Backend, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LookupApp]:
@@ -128,12 +126,12 @@ REFUSED: list[tuple[str, dict[str, Any], str | None]] = [
     ("tool-call-id-escape", {"tool_call_id": "call\x1b"}, None),
     ("tool-call-id-int", {"tool_call_id": 99}, None),
     ("mode-unknown", {"mode": "fuzzy"}, None),
-    ("mode-int", {"mode": 5}, STARTUP),
-    ("mode-list", {"mode": ["dense"]}, STARTUP),
-    ("category-int", {"category": 123}, STARTUP),
-    ("category-empty", {"category": ""}, STARTUP),
-    ("category-blank", {"category": "  "}, STARTUP),
-    ("category-list", {"category": ["operations"]}, STARTUP),
+    ("mode-int", {"mode": 5}, None),
+    ("mode-list", {"mode": ["dense"]}, None),
+    ("category-int", {"category": 123}, None),
+    ("category-empty", {"category": ""}, None),
+    ("category-blank", {"category": "  "}, None),
+    ("category-list", {"category": ["operations"]}, None),
 ]
 
 

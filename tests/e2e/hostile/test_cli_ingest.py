@@ -134,7 +134,6 @@ def test_a_non_utf8_file_name_does_not_abort_the_folder(tmp_path: Path) -> None:
     assert int(str(report["added"])) >= 1
 
 
-@pytest.mark.xfail(strict=True, reason=INGEST.format(7))
 def test_a_named_pipe_does_not_block_ingest(tmp_path: Path) -> None:
     docs = _folder(tmp_path, {})
     os.mkfifo(docs / "pipe.md")
@@ -171,7 +170,6 @@ def test_a_doc_id_with_control_characters_is_refused(tmp_path: Path) -> None:
     assert "\x1b" not in done.stderr
 
 
-@pytest.mark.xfail(strict=True, reason=INGEST.format(3))
 def test_a_category_the_audit_store_cannot_hold_is_refused_or_recorded(tmp_path: Path) -> None:
     docs = _folder(tmp_path, {})
     backend = Backend(tmp_path / "data", None)

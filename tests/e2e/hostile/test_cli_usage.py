@@ -20,7 +20,6 @@ from tests.e2e.hostile.support import (
     session_id,
 )
 
-STARTUP = "fixed on branch startup-security: item 11"
 OPEN_INT_DIGITS = (
     "open (on no branch): an integer of more than 4300 digits in a config file raises "
     "ValueError from the parser, reported as an internal error"
@@ -153,8 +152,8 @@ def _huge_number(folder: Path) -> Path:
 
 
 CONFIG_FILES: list[tuple[str, Callable[[Path], Path], str | None]] = [
-    ("corrupt-yaml", _corrupt_yaml, STARTUP),
-    ("deep-json", _deep_json, STARTUP),
+    ("corrupt-yaml", _corrupt_yaml, None),
+    ("deep-json", _deep_json, None),
     ("unknown-key", _unknown_key, None),
     ("wrong-type", _wrong_type, None),
     ("not-a-mapping", _not_a_mapping, None),
@@ -216,12 +215,7 @@ DATA_DIRS: list[tuple[str, Callable[[Path], str]]] = [
 
 @pytest.mark.parametrize(
     ("where", "label"),
-    [
-        pytest.param(m, lab, marks=pytest.mark.xfail(strict=True, reason=STARTUP), id=lab)
-        if lab != "nul-byte-env"
-        else pytest.param(m, lab, id=lab)
-        for lab, m in DATA_DIRS
-    ],
+    [pytest.param(m, lab, id=lab) for lab, m in DATA_DIRS],
 )
 def test_an_unusable_data_dir_is_one_line_exit_2(
     where: Callable[[Path], str], label: str, tmp_path: Path

@@ -18,7 +18,6 @@ from lookup_knowledge.adapters.api import create_app
 from lookup_knowledge.application.ports import InvocationFilter
 from tests.e2e.hostile.support import CLI, Backend, evidence_ids
 
-STARTUP = "fixed on branch startup-security: item 15"
 #: An answer slower than this is a request the server dropped.
 ANSWER_TIMEOUT_S = 60.0
 
@@ -163,7 +162,6 @@ def test_a_tool_call_is_answered_and_recorded_once(
     client.alive()
 
 
-@pytest.mark.xfail(strict=True, reason=STARTUP)
 def test_a_lone_surrogate_query_is_answered_and_recorded(
     client: RawClient, mcp_backend: Backend
 ) -> None:
@@ -245,7 +243,6 @@ ODD_REQUESTS: list[tuple[str, str, bytes]] = [
 @pytest.mark.parametrize(
     ("label", "request_id", "line"), ODD_REQUESTS, ids=[o[0] for o in ODD_REQUESTS]
 )
-@pytest.mark.xfail(strict=True, reason=STARTUP)
 def test_an_odd_request_with_an_id_gets_an_answer(
     client: RawClient, label: str, request_id: str, line: bytes
 ) -> None:

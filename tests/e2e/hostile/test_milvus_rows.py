@@ -15,7 +15,6 @@ from lookup_knowledge.adapters.api import create_app
 from lookup_knowledge.adapters.milvus import MilvusConnection
 from tests.e2e.hostile.support import Backend, assert_recorded_once, evidence_ids, session_id
 
-INGEST = "fixed on branch ingest-integrity: item {}"
 QUERY = "promote the standby with patronictl failover"
 Row = dict[str, Any]
 
@@ -34,12 +33,12 @@ BAD_ROWS: list[tuple[str, Callable[[Row], Row], str | None]] = [
     (
         "category-300-chars",
         lambda r: {**_renamed(r, "cat.md"), "category": "c" * 300},
-        INGEST.format(3),
+        None,
     ),
-    ("doc-id-1100-chars", lambda r: _renamed(r, "d" * 1100 + ".md"), INGEST.format(3)),
-    ("chunk-index-over-int32", lambda r: _renamed(r, "big.md", 2**31), INGEST.format(3)),
-    ("doc-id-with-nul", lambda r: _renamed(r, "nul\x00.md"), INGEST.format(3)),
-    ("empty-text", lambda r: {**_renamed(r, "empty.md"), "text": ""}, INGEST.format(4)),
+    ("doc-id-1100-chars", lambda r: _renamed(r, "d" * 1100 + ".md"), None),
+    ("chunk-index-over-int32", lambda r: _renamed(r, "big.md", 2**31), None),
+    ("doc-id-with-nul", lambda r: _renamed(r, "nul\x00.md"), None),
+    ("empty-text", lambda r: {**_renamed(r, "empty.md"), "text": ""}, None),
     (
         "escape-in-source-and-title",
         lambda r: {**_renamed(r, "esc.md"), "source": "e\x1b[31m.md", "title": "\x1b]0;t\x07"},
