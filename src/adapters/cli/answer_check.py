@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from lookup_knowledge.adapters.cli.context import parse_when
-from lookup_knowledge.adapters.cli.render import console
+from lookup_knowledge.adapters.cli.render import console, json_text, shown
 from lookup_knowledge.application.answer_check import answer_check_json
 from lookup_knowledge.application.ports import (
     AnswerCheck,
@@ -39,7 +39,7 @@ _STYLE = {
 
 
 def _json_out(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, ensure_ascii=False, indent=2) + "\n")
+    sys.stdout.write(json_text(value) + "\n")  # control characters escaped, as everywhere
 
 
 def _read_answer(answer: str | None, answer_file: Path | None, fmt: AnswerFormat) -> Any:
@@ -83,9 +83,9 @@ def _claims_table(check: AnswerCheck) -> Table:
         table.add_row(
             Text(str(claim.index)),
             Text(claim.verdict.value, style=_STYLE[claim.verdict]),
-            Text(cited),
-            Text(detail),
-            Text(" ".join(claim.text.split())),
+            Text(shown(cited)),
+            Text(shown(detail)),
+            Text(" ".join(shown(claim.text).split())),
         )
     return table
 
@@ -183,11 +183,11 @@ def register_answer_commands(audit_app: typer.Typer, open_app: Callable[[], Any]
         for s in items:
             table.add_row(
                 Text(s.created_at.strftime("%Y-%m-%d %H:%M:%S")),
-                Text(s.session_id),
-                Text(s.step_id or "-"),
+                Text(shown(s.session_id)),
+                Text(shown(s.step_id or "-")),
                 Text(s.verdict.value, style=_STYLE[s.verdict]),
                 Text(str(s.claim_count)),
                 Text(str(s.supported_count)),
-                Text(s.id),
+                Text(shown(s.id)),
             )
         out.print(table)

@@ -4,9 +4,9 @@ options, the command groups it is built from, and the error mapping at its bound
 Errors are one line on stderr and a non-zero exit code (2: bad configuration or input,
 1: anything else); ``--debug`` shows the traceback instead.
 
-Commands, one module each: ``knowledge`` (ingest, lookup), ``audit``, ``db``,
-``config``, ``mcp``, ``quickstart``, ``serve``, ``eval``; what they share: ``context`` (options,
-settings, the app) and ``render`` (consoles, JSON, tables).
+Commands, one module each: ``knowledge`` (ingest, lookup, health), ``audit``, ``db``,
+``config``, ``mcp``, ``quickstart``, ``serve``, ``eval``; what they share: ``context``
+(options, settings, the app) and ``render`` (consoles, JSON, tables).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from lookup_knowledge.adapters.cli.context import OPTIONS, set_global_options
+from lookup_knowledge.adapters.cli.context import OPTIONS, command_group, set_global_options
 from lookup_knowledge.adapters.cli.render import console, error_line
 from lookup_knowledge.domain.errors import (
     ConfigurationError,
@@ -38,10 +38,16 @@ def _global_options(
     ] = None,
     data_dir: Annotated[
         str | None,  # text, not Path: Path("") would silently mean the working directory
-        typer.Option("--data-dir", help="Data directory (Milvus Lite file, SQLite audit, spool)."),
+        typer.Option(
+            "--data-dir",
+            metavar="<path>",
+            help="Data directory (Milvus Lite file, SQLite audit, spool).",
+        ),
     ] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
 ) -> None:
+    if data_dir is not None and not data_dir.strip():
+        raise typer.BadParameter("must name a folder, not be empty", param_hint="'--data-dir'")
     set_global_options(config, data_dir, debug)
 
 
@@ -51,20 +57,17 @@ def build_app() -> typer.Typer:
     from lookup_knowledge.adapters.cli.config import config_app
     from lookup_knowledge.adapters.cli.db import db_app
     from lookup_knowledge.adapters.cli.eval import eval_app
-    from lookup_knowledge.adapters.cli.knowledge import ingest, lookup
+    from lookup_knowledge.adapters.cli.knowledge import health, ingest, lookup
     from lookup_knowledge.adapters.cli.mcp import mcp
     from lookup_knowledge.adapters.cli.quickstart import quickstart
     from lookup_knowledge.adapters.cli.serve import serve
 
-    app = typer.Typer(
+    app = command_group(
         name="lookup-knowledge",
         help="Evidence lookup for LLM agents over Milvus, with a SQL audit store.",
-        no_args_is_help=True,
-        pretty_exceptions_enable=False,
-        add_completion=False,
     )
     app.callback()(_global_options)
-    for command in (ingest, lookup, mcp, quickstart, serve):
+    for command in (ingest, lookup, health, mcp, quickstart, serve):
         app.command()(command)
     app.add_typer(audit_app, name="audit")
     app.add_typer(db_app, name="db")
@@ -93,12 +96,16 @@ def run(app: typer.Typer) -> NoReturn:
 
 
 def _report(error: BaseException) -> int:
-    import click
-
     if OPTIONS.debug:
         console(stderr=True).print_exception()
-    if isinstance(error, click.exceptions.ClickException):
-        error.show()
+    if isinstance(error, typer.TyperException):
+        # typer's own copy of click (not the click package): usage errors (exit 2) and
+        # the few other errors it raises, each with typer's message.
+        show = getattr(error, "show", None)
+        if callable(show):
+            show()
+        else:
+            error_line(f"Error: {error.format_message()}")
         return error.exit_code
     if isinstance(error, ConfigurationError | InvalidInputError):
         error_line(f"error: {error}")
@@ -109,10 +116,22 @@ def _report(error: BaseException) -> int:
     if isinstance(error, LookupKnowledgeError):
         error_line(f"error ({error.code}): {error}")
         return 1
+    if isinstance(error, OSError):
+        # A file or folder the system refused (a data directory that cannot be made, a
+        # full disk, a permission): what and where, on one line.
+        error_line(f"error: {_os_error(error)}")
+        return 1
     error_line(
         f"internal error: {type(error).__name__}: {error} (run with --debug for the traceback)"
     )
     return 1
+
+
+def _os_error(error: OSError) -> str:
+    reason = error.strerror or type(error).__name__
+    if error.filename is None:
+        return f"{reason} ({type(error).__name__})"
+    return f"{reason}: {error.filename}"
 
 
 if __name__ == "__main__":  # pragma: no cover

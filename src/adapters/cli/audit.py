@@ -6,13 +6,19 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from lookup_knowledge.adapters.cli.answer_check import register_answer_commands
-from lookup_knowledge.adapters.cli.context import open_app, parse_when
-from lookup_knowledge.adapters.cli.render import add_row, console, invocations_table, print_json
+from lookup_knowledge.adapters.cli.context import command_group, open_app, parse_when
+from lookup_knowledge.adapters.cli.render import (
+    add_row,
+    console,
+    invocations_table,
+    literal,
+    print_json,
+    shown,
+)
 from lookup_knowledge.application.ports import InvocationFilter, TimeRange
 from lookup_knowledge.domain.model import Traffic
 
@@ -23,9 +29,7 @@ if TYPE_CHECKING:
         QualitySummary,
     )
 
-audit_app = typer.Typer(
-    help="Query the audit store (Verifier and Eval views).", no_args_is_help=True
-)
+audit_app = command_group(help="Query the audit store (Verifier and Eval views).")
 
 _SINCE = "ISO date/time (inclusive)."
 _UNTIL = "ISO date/time (exclusive)."
@@ -105,17 +109,18 @@ def _show_invocation(detail: InvocationDetail) -> None:
     out = console()
     s = detail.summary
     out.print(
-        f"[bold]{s.id}[/]  session {escape(s.session_id)} seq {s.seq} "
-        f"step {escape(s.step_id or '-')}"
+        f"[bold]{literal(s.id)}[/]  session {literal(s.session_id)} seq {s.seq} "
+        f"step {literal(s.step_id or '-')}"
     )
-    out.print(f"query: {escape(s.query)}")
+    out.print(f"query: {literal(s.query)}")
     out.print(
-        f"status: {s.status}  mode: {s.retrieval_mode}  filter: {s.filter_applied or '-'}  "
-        f"fallback: {s.fallback_reason or '-'}  quality: {s.quality_score:.2f}  "
-        f"relevance: {s.relevance_level}  {s.duration_ms:.0f} ms"
+        f"status: {literal(s.status)}  mode: {literal(s.retrieval_mode)}  "
+        f"filter: {literal(s.filter_applied or '-')}  "
+        f"fallback: {literal(s.fallback_reason or '-')}  quality: {s.quality_score:.2f}  "
+        f"relevance: {literal(s.relevance_level)}  {s.duration_ms:.0f} ms"
     )
     if detail.error_message:
-        out.print(f"[red]error[/] {s.error_code}: {escape(detail.error_message)}")
+        out.print(f"[red]error[/] {literal(s.error_code or '-')}: {literal(detail.error_message)}")
     table = Table(title="Evidence returned")
     for column in ("rank", "document_id", "source", "before", "after", "projected", "packed"):
         table.add_column(column, overflow="fold")
@@ -159,7 +164,7 @@ def audit_verify(
 
 
 def _show_verdict(session: str, report: CitationReport) -> None:
-    table = Table(title=f"Citations in session {session}")
+    table = Table(title=Text(f"Citations in session {shown(session)}"))
     for column in ("document_id", "verdict", "invocation", "step", "seq", "rank"):
         table.add_column(column, overflow="fold")
     for v in report.valid:

@@ -7,10 +7,10 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from lookup_knowledge.adapters.cli.context import load
+from lookup_knowledge.adapters.cli.context import command_group, load
 from lookup_knowledge.adapters.cli.render import add_row, console, print_json
 
-config_app = typer.Typer(help="Effective configuration.", no_args_is_help=True)
+config_app = command_group(help="Effective configuration.")
 
 
 @config_app.command("show")

@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import typer
 
 from lookup_knowledge.adapters.logging_setup import configure_logging
 from lookup_knowledge.domain.errors import InvalidInputError
@@ -32,6 +34,21 @@ class GlobalOptions:
 OPTIONS = GlobalOptions()
 
 
+def command_group(**settings: Any) -> typer.Typer:
+    """A typer app as every group of this CLI is made: help without a group's
+    arguments, tracebacks left to the error mapping, plain help text.
+
+    Plain, because typer's rich help labels every flag ``<bool>`` (``--json <bool>``)
+    as if it took a value; the plain formatter names flags as they are typed."""
+    defaults: dict[str, Any] = {
+        "no_args_is_help": True,
+        "pretty_exceptions_enable": False,
+        "add_completion": False,
+        "rich_markup_mode": None,
+    }
+    return typer.Typer(**{**defaults, **settings})
+
+
 def set_global_options(config_file: Path | None, data_dir: str | None, debug: bool) -> None:
     OPTIONS.config_file, OPTIONS.data_dir, OPTIONS.debug = config_file, data_dir, debug
     # Until the settings are read (they may be invalid), only warnings and errors.
@@ -45,7 +62,7 @@ def load(extra: dict[str, object] | None = None) -> LoadedSettings:
 
     overrides: dict[str, object] = {}
     if OPTIONS.data_dir is not None:
-        overrides["data-dir"] = str(OPTIONS.data_dir)
+        overrides["data-dir"] = OPTIONS.data_dir
     overrides.update(extra or {})
     loaded = load_settings(config_file=OPTIONS.config_file, overrides=overrides)
     log = loaded.settings.log

@@ -7,10 +7,10 @@ from typing import Annotated
 
 import typer
 
-from lookup_knowledge.adapters.cli.context import load
+from lookup_knowledge.adapters.cli.context import command_group, load
 from lookup_knowledge.adapters.cli.render import console
 
-db_app = typer.Typer(help="Audit database schema (Alembic migrations).", no_args_is_help=True)
+db_app = command_group(help="Audit database schema (Alembic migrations).")
 
 
 @db_app.command("upgrade")

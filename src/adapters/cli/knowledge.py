@@ -3,22 +3,27 @@ and ask it as an agent would."""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
 
 from lookup_knowledge.adapters.cli.context import open_app
 from lookup_knowledge.adapters.cli.render import (
+    add_row,
     console,
     error_line,
     excerpt,
     ingest_table,
+    literal,
     print_json,
     show_lookup,
 )
+from lookup_knowledge.domain.errors import InvalidInputError
 from lookup_knowledge.domain.model import SearchMode
 
 if TYPE_CHECKING:
@@ -26,6 +31,7 @@ if TYPE_CHECKING:
 
     from lookup_knowledge.adapters.api import LookupApp
     from lookup_knowledge.application.ingest import IngestProgress, IngestReport
+    from lookup_knowledge.application.lookup import LookupResult
 
 
 def run_ingest(
@@ -57,7 +63,7 @@ def run_ingest(
                 completed=event.documents_done,
                 total=event.documents_total,
                 chunks=event.chunks_written,
-                current=excerpt(event.current, 50),
+                current=literal(excerpt(event.current, 50)),
             )
 
         return lookup_app.ingest(
@@ -65,11 +71,21 @@ def run_ingest(
         )
 
 
+def _path_argument(help_text: str) -> Any:
+    # typer checks that each PATH exists: a bad input path is a usage error (exit 2)
+    return typer.Argument(help=help_text, exists=True)
+
+
 def ingest(
-    paths: Annotated[list[Path], typer.Argument(help="Files or folders to ingest.")],
+    paths: Annotated[list[Path], _path_argument("Files or folders to ingest.")],
     category: Annotated[str | None, typer.Option(help="Category for every document.")] = None,
     root: Annotated[
-        Path | None, typer.Option(help="Folder doc_ids are relative to (default: each PATH).")
+        Path | None,
+        typer.Option(
+            help="Folder doc_ids are relative to (default: each PATH).",
+            exists=True,
+            file_okay=False,
+        ),
     ] = None,
     doc_id: Annotated[str | None, typer.Option(help="doc_id for a single file.")] = None,
     sync: Annotated[
@@ -77,18 +93,45 @@ def ingest(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
-    """Ingest Markdown, text and HTML files: chunk, embed, write to Milvus (idempotent)."""
+    """Ingest Markdown, text and HTML files: chunk, embed, write to Milvus (idempotent).
+
+    Exits 1 when any file failed (each listed on stderr with its reason; the others are
+    ingested), 2 when a PATH does not exist.
+    """
+    if category is not None:
+        category = _category(category, "--category")
     with open_app() as lookup_app:
         report = run_ingest(
             lookup_app, paths, category=category, root=root, doc_id=doc_id, sync=sync
         )
     if as_json:
         print_json(report.as_dict())
-        return
-    console().print(ingest_table(report))
-    err = console(stderr=True)
+    else:
+        console().print(ingest_table(report))
     for failure in report.failures:
-        err.print(f"[yellow]skipped[/] {escape(failure.source)}: {escape(failure.reason)}")
+        reason = " ".join(failure.reason.split())  # a parser's complaint may span lines
+        error_line(f"failed {failure.source}: {reason}")
+    if report.failures:
+        raise typer.Exit(1)
+
+
+def _category(value: str, option: str) -> str:
+    """A category filter as given; empty or blank is a usage error, never "no filter"."""
+    if not value.strip():
+        raise typer.BadParameter(
+            "must not be empty or blank (leave the option out for no category)",
+            param_hint=f"'{option}'",
+        )
+    return value
+
+
+class OutputFormat(StrEnum):
+    """What ``lookup`` prints: a table for a reader, or what an agent's host receives."""
+
+    TEXT = "text"
+    JSON = "json"
+    ANTHROPIC = "anthropic"
+    OPENAI = "openai"
 
 
 def lookup(
@@ -102,24 +145,90 @@ def lookup(
     category: Annotated[
         str | None, typer.Option(help="Only this category (a hard filter, no retry).")
     ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the exact tool JSON the agent receives.")
-    ] = False,
+    output: Annotated[
+        OutputFormat,
+        typer.Option(
+            "--format",
+            help="text (a table); json (the exact tool JSON the agent receives); anthropic "
+            "(the content of a Claude tool_result); openai (a Chat Completions tool message).",
+            case_sensitive=False,
+        ),
+    ] = OutputFormat.TEXT,
+    as_json: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
+    tool_call_id: Annotated[
+        str | None,
+        typer.Option(
+            help="The model's tool-call id: recorded with the call, and the id of the "
+            "openai message (default: the invocation id)."
+        ),
+    ] = None,
 ) -> None:
     """Run lookup_knowledge(QUERY) as an agent would; the call is recorded.
 
-    Exits 1 when the lookup failed (status error), with the reason on stderr.
+    Exits 1 when the lookup failed (status error), 2 when it failed on its input (an
+    over-long query), with the reason on stderr; the call is recorded either way.
     """
+    if as_json:
+        if output not in (OutputFormat.TEXT, OutputFormat.JSON):
+            raise typer.BadParameter(
+                f"--json is --format json; it cannot go with --format {output.value}",
+                param_hint="'--json'",
+            )
+        output = OutputFormat.JSON
+    if category is not None:
+        category = _category(category, "--category")
+    if tool_call_id is not None and not tool_call_id.strip():
+        raise typer.BadParameter("must not be empty or blank", param_hint="'--tool-call-id'")
     with open_app() as lookup_app:
         result = lookup_app.lookup_result(
-            query, session_id=session, step_id=step, mode=mode, category=category
+            query,
+            session_id=session,
+            step_id=step,
+            mode=mode,
+            category=category,
+            tool_call_id=tool_call_id,
         )
-    payload = result.to_tool_json()
     failed = result.error_code is not None
-    if as_json:
-        print_json(payload)
-    elif not failed:
-        show_lookup(console(), payload)
+    if output is OutputFormat.TEXT:
+        if not failed:
+            show_lookup(console(), result.to_tool_json())
+    else:
+        print_json(_formatted(result, output, tool_call_id))
     if failed:
-        error_line(f"error: {payload['message']}")
+        error_line(f"error: {result.message}")
+        # recorded either way; a query the tool refuses is the caller's input to fix
+        raise typer.Exit(2 if result.error_code == InvalidInputError.code else 1)
+
+
+def _formatted(result: LookupResult, output: OutputFormat, tool_call_id: str | None) -> object:
+    from lookup_knowledge.application.agent_formats import (
+        anthropic_tool_result_content,
+        openai_tool_output,
+    )
+
+    if output is OutputFormat.ANTHROPIC:
+        return anthropic_tool_result_content(result)
+    if output is OutputFormat.OPENAI:
+        return openai_tool_output(result, tool_call_id or result.invocation_id)
+    return result.to_tool_json()
+
+
+def health(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Check that lookups can be answered and recorded now: the knowledge search (Milvus),
+    the audit store and its spool. Exits 0 when all are healthy, 1 otherwise."""
+    with open_app() as lookup_app:
+        report = lookup_app.health()
+    if as_json:
+        print_json(report.as_dict())
+    else:
+        table = Table(title="Health")
+        for column in ("component", "status", "detail"):
+            table.add_column(column, overflow="fold")
+        for component in report.components:
+            status = Text("ok", style="green") if component.ok else Text("failing", style="red")
+            add_row(table, component.name, status, component.detail)
+        console().print(table)
+    if not report.ok:
         raise typer.Exit(1)

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
 
 from lookup_knowledge.adapters.cli.context import OPTIONS, load
 from lookup_knowledge.adapters.cli.knowledge import run_ingest
@@ -18,6 +17,7 @@ from lookup_knowledge.adapters.cli.render import (
     console,
     ingest_table,
     invocations_table,
+    literal,
     show_lookup,
 )
 from lookup_knowledge.application.ports import InvocationFilter
@@ -74,13 +74,13 @@ def _ask(
     """Each sample question as one step of ``session``; the document_ids returned."""
     returned: list[str] = []
     for step, sample in enumerate(samples, 1):
-        out.print(f"\n[bold cyan]Q{step}[/] {escape(sample['query'])}")
+        out.print(f"\n[bold cyan]Q{step}[/] {literal(sample['query'])}")
         result = lookup_app.lookup(sample["query"], session_id=session, step_id=f"step-{step}")
         show_lookup(out, result)
         returned += [b["document_id"] for b in result["evidenceBlocks"]]
         hit = any(b["source"] == sample["expected_doc"] for b in result["evidenceBlocks"])
         out.print(
-            f"expected source {sample['expected_doc']}: "
+            f"expected source {literal(sample['expected_doc'])}: "
             + ("[green]returned[/]" if hit else "[yellow]not in the top results[/]")
         )
     return returned
@@ -89,9 +89,11 @@ def _ask(
 def _check_citations(out: Console, lookup_app: LookupApp, session: str, cited: list[str]) -> None:
     verdict = lookup_app.verify_citations(session, cited)
     for v in verdict.valid:
-        out.print(f"[green]valid[/]   {escape(v.document_id)}  (step {v.step_id}, seq {v.seq})")
+        out.print(
+            f"[green]valid[/]   {literal(v.document_id)}  (step {literal(v.step_id or '-')}, seq {v.seq})"
+        )
     for unknown in verdict.unknown:
-        out.print(f"[red]unknown[/] {escape(unknown)}  (never returned in this session)")
+        out.print(f"[red]unknown[/] {literal(unknown)}  (never returned in this session)")
 
 
 def _suggest(out: Console, data_dir: Path, session: str) -> None:

@@ -3,12 +3,14 @@ JSON on stdout, and the tables several commands share (ingest summary, evidence,
 invocations).
 
 Data in a table is shown literally, never parsed as rich markup: a document may
-contain ``[/etc/hosts]``.
+contain ``[/etc/hosts]``. Stored text (sources, titles, queries, ids, messages) goes
+through ``shown`` before it reaches a terminal: a document may also contain ``ESC [31m``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, is_dataclass
@@ -35,9 +37,26 @@ def console(stderr: bool = False) -> Console:
     return Console(stderr=stderr, width=width, soft_wrap=stderr)
 
 
+# C0 controls but tab and newline, DEL, C1 controls, lone surrogates, and the Unicode
+# bidirectional overrides and isolates (they reorder what a terminal shows).
+_UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u202a-\u202e\u2066-\u2069]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def shown(text: str) -> str:
+    """``text`` as it may be printed: every control character (tab and newline kept),
+    lone surrogate and bidi override as a visible escape (``\\x1b``, ``\\udcff``), so
+    stored content can neither drive the terminal nor break the output's encoding."""
+    return _UNPRINTABLE.sub(_visible, text)
+
+
 def error_line(message: str) -> None:
-    """One plain line on stderr: no markup, no highlighting."""
-    console(stderr=True).print(message, markup=False, highlight=False)
+    """One plain line on stderr: no markup, no highlighting, no control characters."""
+    console(stderr=True).print(shown(message), markup=False, highlight=False)
 
 
 # ------------------------------------------------------------------ JSON
@@ -61,8 +80,21 @@ def plain(value: object) -> object:
     return value
 
 
+def _json_escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def json_text(value: object, *, indent: int | None = 2) -> str:
+    """``value`` as JSON, non-ASCII text kept readable; the characters ``shown`` escapes
+    are written as ``\\uXXXX`` escapes (JSON escapes C0 itself): the same data once
+    parsed, nothing a terminal would act on when printed."""
+    text = json.dumps(plain(value), ensure_ascii=False, indent=indent)
+    # Outside strings JSON is ASCII, so every match is inside a string.
+    return _UNPRINTABLE.sub(_json_escape, text)
+
+
 def print_json(value: object) -> None:
-    sys.stdout.write(json.dumps(plain(value), ensure_ascii=False, indent=2) + "\n")
+    sys.stdout.write(json_text(value) + "\n")
 
 
 # ------------------------------------------------------------------ tables
@@ -70,12 +102,18 @@ def print_json(value: object) -> None:
 
 def add_row(table: Table, *cells: str | Text) -> None:
     """Add a row whose cells are data: shown literally, never parsed as markup."""
-    table.add_row(*(c if isinstance(c, Text) else Text(c) for c in cells))
+    table.add_row(*(c if isinstance(c, Text) else Text(shown(c)) for c in cells))
 
 
 def excerpt(text: str, width: int = 110) -> str:
-    flat = " ".join(text.split())
+    """The first ``width`` characters of ``text`` on one line, safe to print."""
+    flat = " ".join(shown(text).split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def literal(text: str) -> str:
+    """Stored text for a rich markup string: shown, and its brackets not markup."""
+    return escape(shown(text))
 
 
 _INGEST_COLUMNS = (
@@ -135,16 +173,16 @@ def evidence_table(result: Mapping[str, Any]) -> Table:
 def show_lookup(out: Console, result: Mapping[str, Any]) -> None:
     """A lookup's tool JSON for a reader: message, verdicts, trace, evidence, id."""
     trace = result["retrievalTrace"]
-    out.print(f"[bold]{escape(result['message'])}[/]")
+    out.print(f"[bold]{literal(result['message'])}[/]")
     fallback = trace.get("fallbackReason")
     out.print(
         f"relevance: {result['relevanceLevel']}  completeness: {result['completenessHint']}  "
-        f"mode: {trace.get('mode')}  filter: {escape(trace.get('filterApplied') or '-')}"
-        + (f"  fallback: {fallback}" if fallback else ""),
+        f"mode: {trace.get('mode')}  filter: {literal(trace.get('filterApplied') or '-')}"
+        + (f"  fallback: {literal(fallback)}" if fallback else ""),
     )
     if result["evidenceBlocks"]:
         out.print(evidence_table(result))
-    out.print(f"[dim]invocation {result['invocationId']}[/]")
+    out.print(f"[dim]invocation {literal(str(result['invocationId']))}[/]")
 
 
 _INVOCATION_COLUMNS = (

@@ -19,18 +19,14 @@ group on its own.
 
 from __future__ import annotations
 
-import typer
-
+from lookup_knowledge.adapters.cli.context import command_group
 from lookup_knowledge.adapters.cli.eval.replay import replay
 from lookup_knowledge.adapters.cli.eval.run import run
 
-eval_app = typer.Typer(
+eval_app = command_group(
     name="eval",
     help="Measure retrieval quality on a BEIR test collection; replay logged lookups "
     "under another configuration.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
 )
 eval_app.command("run")(run)
 eval_app.command("replay")(replay)
