@@ -24,6 +24,7 @@ ERROR_TYPES = (
     "SchemaMismatch",
     "EmbeddingError",
     "IngestError",
+    "IngestConflict",
     "AuditError",
     "AuditUnavailable",
     "JudgeError",

@@ -42,6 +42,8 @@ def run_ingest(
     root: Path | None = None,
     doc_id: str | None = None,
     sync: bool = False,
+    source_name: str | None = None,
+    dry_run: bool = False,
 ) -> IngestReport:
     """``LookupApp.ingest`` with a progress bar on stderr (gone when it is done)."""
     with Progress(
@@ -67,7 +69,14 @@ def run_ingest(
             )
 
         return lookup_app.ingest(
-            paths, category=category, root=root, doc_id=doc_id, sync=sync, progress=on_progress
+            paths,
+            category=category,
+            root=root,
+            doc_id=doc_id,
+            sync=sync,
+            progress=on_progress,
+            source_name=source_name,
+            dry_run=dry_run,
         )
 
 
@@ -91,6 +100,16 @@ def ingest(
     sync: Annotated[
         bool, typer.Option("--sync", help="Delete documents that disappeared from PATHs.")
     ] = False,
+    source_name: Annotated[
+        str | None,
+        typer.Option(help="The ingest source (doc_id namespace); default: the folder's name."),
+    ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run", help="List what would be added, updated, deleted; write nothing."
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Ingest Markdown, text and HTML files: chunk, embed, write to Milvus (idempotent).
@@ -102,12 +121,28 @@ def ingest(
         category = _category(category, "--category")
     with open_app() as lookup_app:
         report = run_ingest(
-            lookup_app, paths, category=category, root=root, doc_id=doc_id, sync=sync
+            lookup_app,
+            paths,
+            category=category,
+            root=root,
+            doc_id=doc_id,
+            sync=sync,
+            source_name=source_name,
+            dry_run=dry_run,
         )
     if as_json:
         print_json(report.as_dict())
     else:
         console().print(ingest_table(report))
+        if report.plan is not None and dry_run:
+            out = console()
+            for verb, ids in (
+                ("add", report.plan.added),
+                ("update", report.plan.updated),
+                ("delete", report.plan.deleted),
+            ):
+                for doc in ids:
+                    out.print(literal(f"would {verb} {doc}"), highlight=False)
     for failure in report.failures:
         reason = " ".join(failure.reason.split())  # a parser's complaint may span lines
         error_line(f"failed {failure.source}: {reason}")
