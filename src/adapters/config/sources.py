@@ -192,6 +192,7 @@ def file_layer(path: Path, origin: str) -> Layer:
         tomllib.TOMLDecodeError,
         json.JSONDecodeError,
         PropertiesSyntaxError,
+        ValueError,  # a parser's own limits, e.g. an integer of more than 4300 digits
     ) as e:
         raise ConfigurationError(origin, shown, f"cannot be parsed: {_one_line(e)}") from e
     except RecursionError:
