@@ -57,7 +57,10 @@ def test_a_chinese_word_finds_the_chinese_document_in_sparse_mode(
     # A word inside a longer run ("退款" in "退款与争议处理常见问题") is found too.
     assert docs(search.search(sparse("退款")))[0] == "sample_corpus/product/refunds-zh.md"
     # Mixed: an English term and a Chinese word.
-    assert "sample_corpus/database/slow-query-zh.md" in docs(search.search(sparse("PostgreSQL 慢查询")))[:2]
+    assert (
+        "sample_corpus/database/slow-query-zh.md"
+        in docs(search.search(sparse("PostgreSQL 慢查询")))[:2]
+    )
 
 
 @pytest.mark.slow
