@@ -91,7 +91,7 @@ RESULT_SCHEMA: dict[str, Any] = {
             "type": "array",
             "items": {
                 "type": "object",
-                "required": ["document_id", "source", "content", "score", "rank"],
+                "required": ["document_id", "content", "score"],
                 "properties": {
                     "document_id": {"type": "string", "description": "What to cite."},
                     "source": {"type": "string"},

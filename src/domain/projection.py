@@ -9,6 +9,7 @@ at least ``min_excerpt_chars`` remain, otherwise projection stops).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -59,19 +60,55 @@ class ProjectedBlock:
         }
 
     def as_agent_json(self, mode: str = "") -> dict[str, object]:
-        """The block as the ``agent`` payload profile shows it: what to read and cite.
-        Empty ``title``/``breadcrumb`` are left out, and ``hitReasons`` appear only when
-        they say more than the search ``mode`` that found every block."""
-        block: dict[str, object] = {"document_id": self.document_id, "source": self.source}
-        if self.title:
+        """The block as the ``agent`` payload profile shows it: what to read and cite, each
+        fact once. ``rank`` is the block's position in ``evidenceBlocks`` (not repeated);
+        ``source`` is left out when ``document_id`` already spells it (``<source-name>/
+        <source>#chunk-N``); the ``breadcrumb`` leaves out the headings the content opens
+        with (``agent_breadcrumb``), and ``title`` is left out when the breadcrumb starts
+        with it (a breadcrumb that is the title alone is sent as ``title``); empty fields
+        are left out, and
+        ``hitReasons`` appear only when they say more than the search ``mode`` that found
+        every block."""
+        block: dict[str, object] = {"document_id": self.document_id}
+        if self.source and self.source not in self.document_id:
+            block["source"] = self.source
+        breadcrumb = agent_breadcrumb(self.breadcrumb, self.content)
+        if self.title and not breadcrumb.startswith(self.title):
             block["title"] = self.title
-        if self.breadcrumb:
-            block["breadcrumb"] = self.breadcrumb
-        block.update(content=self.content, score=round(self.score, 3), rank=self.rank)
+        if breadcrumb and breadcrumb != self.title:
+            block["breadcrumb"] = breadcrumb
+        elif breadcrumb:
+            block["title"] = breadcrumb
+        block.update(content=self.content, score=round(self.score, 3))
         reasons = [r for r in self.hit_reasons if r != mode]
         if reasons:
             block["hitReasons"] = reasons
         return block
+
+
+BREADCRUMB_SEPARATOR = " > "
+_HEADING = re.compile(r"#{1,6}[ \t]+(.*?)[ \t#]*")
+
+
+def agent_breadcrumb(breadcrumb: str, content: str) -> str:
+    """``breadcrumb`` without the trailing headings that ``content`` itself opens with:
+    a chunk that starts with ``## Setup`` under ``Guide > Setup`` says "Setup" already, so
+    its breadcrumb is ``Guide``. Only an exact match of the breadcrumb's last headings
+    with the content's leading Markdown headings, in order, is removed; the first element
+    (the document's title) always stays."""
+    parts = breadcrumb.split(BREADCRUMB_SEPARATOR)
+    opening: list[str] = []
+    for line in content.lstrip().splitlines():
+        if not line.strip():
+            continue
+        match = _HEADING.fullmatch(line.strip())
+        if match is None:
+            break
+        opening.append(match.group(1).strip())
+    for k in range(min(len(opening), len(parts) - 1), 0, -1):
+        if parts[-k:] == opening[:k]:
+            return BREADCRUMB_SEPARATOR.join(parts[:-k])
+    return breadcrumb
 
 
 def _cut(text: str, limit: int) -> tuple[str, bool]:

@@ -75,10 +75,12 @@ def _ask(
     returned: list[str] = []
     for step, sample in enumerate(samples, 1):
         out.print(f"\n[bold cyan]Q{step}[/] {literal(sample['query'])}")
-        result = lookup_app.lookup(sample["query"], session_id=session, step_id=f"step-{step}")
-        show_lookup(out, result)
-        returned += [b["document_id"] for b in result["evidenceBlocks"]]
-        hit = any(b["source"] == sample["expected_doc"] for b in result["evidenceBlocks"])
+        result = lookup_app.lookup_result(
+            sample["query"], session_id=session, step_id=f"step-{step}"
+        )
+        show_lookup(out, result.to_tool_json())
+        returned += [b.document_id for b in result.evidence_blocks]
+        hit = any(b.source == sample["expected_doc"] for b in result.evidence_blocks)
         out.print(
             f"expected source {literal(sample['expected_doc'])}: "
             + ("[green]returned[/]" if hit else "[yellow]not in the top results[/]")

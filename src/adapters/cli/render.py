@@ -155,15 +155,15 @@ def evidence_table(result: Mapping[str, Any]) -> Table:
     table = Table(title=None, show_lines=False)
     table.add_column("#", justify="right")
     table.add_column("document_id", overflow="fold")
-    table.add_column("source", overflow="fold")
     table.add_column("score", justify="right")
     table.add_column("excerpt", overflow="fold")
-    for block in result["evidenceBlocks"]:
+    # The rank is the position (the agent profile does not repeat it); the id spells the
+    # source.
+    for rank, block in enumerate(result["evidenceBlocks"], 1):
         add_row(
             table,
-            str(block["rank"]),
+            str(block.get("rank", rank)),
             block["document_id"],
-            block["source"],
             f"{block['score']:.3f}",
             excerpt(block["content"]),
         )

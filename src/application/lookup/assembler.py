@@ -159,5 +159,5 @@ def _message(out: StageOutputs) -> str:
     docs = len({b.source or b.document_id for b in out.blocks})
     return (
         f"Found {len(out.blocks)} evidence block(s) from {docs} document(s). "
-        "Cite evidence by its document_id; cite nothing that is not listed here."
+        "Cite only the document_id values listed here."
     )

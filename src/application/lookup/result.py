@@ -51,12 +51,7 @@ class LookupResult:
                 b.as_agent_json(str(trace.get("mode", ""))) for b in self.evidence_blocks
             ],
             "contextPack": _agent_pack(self.context_pack, blocks),
-            "retrievalTrace": {
-                "mode": trace.get("mode"),
-                "filterApplied": trace.get("filterApplied"),
-                "fallbackReason": trace.get("fallbackReason"),
-                "counts": {k: v for k, v in trace.get("counts", {}).items() if k in _COUNTS},
-            },
+            "retrievalTrace": _agent_trace(trace),
             "rerankTrace": _agent_rerank(self.rerank_trace, blocks),
             "relevanceLevel": self.relevance_level.value,
             "completenessHint": self.completeness_hint.value,
@@ -89,41 +84,65 @@ class LookupResult:
 _COUNTS = ("candidates", "afterCap", "returned", "projected")
 
 
+def _agent_trace(trace: Mapping[str, Any]) -> dict[str, Any]:
+    """The retrieval trace the agent needs: the mode, the filter and the fallback reason
+    when there was one (absent, not ``null``, otherwise), and the counts."""
+    out: dict[str, Any] = {"mode": trace.get("mode")}
+    for key in ("filterApplied", "fallbackReason"):
+        if trace.get(key) is not None:
+            out[key] = trace[key]
+    counts = {k: v for k, v in trace.get("counts", {}).items() if k in _COUNTS}
+    if counts.get("projected") == counts.get("returned"):
+        counts.pop("projected", None)  # every returned block is shown: said once
+    out["counts"] = counts
+    return out
+
+
 def _agent_rerank(
     trace: tuple[Mapping[str, Any], ...], blocks: Mapping[str, ProjectedBlock]
 ) -> list[dict[str, Any]]:
-    """The rerank bonuses of the returned blocks (rule -> contribution), each block named
-    by its ``rank`` in ``evidenceBlocks``; blocks ranked by relevance alone are left out."""
-    out: list[dict[str, Any]] = []
+    """The rerank bonuses of the returned blocks, one entry per rule and contribution
+    with the ``ranks`` (positions in ``evidenceBlocks``) it raised; blocks ranked by
+    relevance alone appear in none."""
+    grouped: dict[tuple[str, float], list[int]] = {}
     for entry in trace:
         block = blocks.get(entry["document_id"])
         if block is None:
             continue
-        bonuses = {
-            a["rule"]: round(a["contribution"], 3)
-            for a in entry["adjustments"]
-            if a["rule"] != "relevance" and a["contribution"]
-        }
-        if bonuses:
-            out.append({"rank": block.rank, "adjustments": bonuses})
-    return out
+        for a in entry["adjustments"]:
+            if a["rule"] != "relevance" and a["contribution"]:
+                grouped.setdefault((a["rule"], round(a["contribution"], 3)), []).append(block.rank)
+    return [
+        {"rule": rule, "bonus": bonus, "ranks": sorted(ranks)}
+        for (rule, bonus), ranks in grouped.items()
+    ]
 
 
 def _agent_pack(pack: ContextPack | None, blocks: Mapping[str, ProjectedBlock]) -> dict[str, Any]:
     """The context pack by reference: the packer packs the blocks' own excerpts, so the
-    pack is, per ``document_id`` in pack order, how many characters of that block's
-    content it holds (and, for a block left out, why); the text is in the blocks once."""
+    text is in the blocks once and the pack says only its budget, what it used and, by
+    rank, the blocks it holds in part (``partial``: characters held; 0 = left out, with
+    the reason under ``omitted``). No ``partial``: every block is in the pack whole."""
     if pack is None:
-        return {"charBudget": 0, "charsUsed": 0, "blocks": {}, "omitted": {}}
-    return {
-        "charBudget": pack.char_budget,
-        "charsUsed": pack.chars_used,
-        "blocks": {
-            b.evidence_key: len(b.excerpt.removesuffix(ELLIPSIS))
-            for b in pack.included
-            if b.evidence_key in blocks
-        },
-        "omitted": {
-            o.evidence_key: o.reason.value for o in pack.omitted if o.evidence_key in blocks
-        },
+        return {"charBudget": 0, "charsUsed": 0}
+    held = {
+        b.evidence_key: len(b.excerpt.removesuffix(ELLIPSIS))
+        for b in pack.included
+        if b.evidence_key in blocks
     }
+    out: dict[str, Any] = {"charBudget": pack.char_budget, "charsUsed": pack.chars_used}
+    partial = {
+        str(block.rank): held.get(key, 0)
+        for key, block in blocks.items()
+        if held.get(key, 0) != len(block.content.removesuffix(ELLIPSIS))
+    }
+    if partial:
+        out["partial"] = partial
+    omitted = {
+        str(blocks[o.evidence_key].rank): o.reason.value
+        for o in pack.omitted
+        if o.evidence_key in blocks
+    }
+    if omitted:
+        out["omitted"] = omitted
+    return out

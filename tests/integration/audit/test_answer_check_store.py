@@ -95,11 +95,11 @@ def app(audit_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lo
 def _block(
     app: LookupApp, session: str, query: str, source: str, category: str | None = None
 ) -> dict[str, Any]:
-    result = app.lookup(query, session_id=session, step_id="1", category=category)
-    for block in result["evidenceBlocks"]:
-        if block["source"] == source:  # the path under the root (ids carry the source)
-            return dict(block)
-    raise AssertionError(f"{source} not returned for {query!r}: {result['evidenceBlocks']}")
+    result = app.lookup_result(query, session_id=session, step_id="1", category=category)
+    for block in result.evidence_blocks:
+        if block.source == source:  # the path under the root (ids carry the source)
+            return block.as_json()
+    raise AssertionError(f"{source} not returned for {query!r}: {result.evidence_blocks}")
 
 
 def _session() -> str:

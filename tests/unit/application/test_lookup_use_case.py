@@ -218,11 +218,13 @@ def test_result_json_has_exactly_the_contract_fields() -> None:
     assert "supplement" not in payload
     json.dumps(payload, ensure_ascii=False)  # serialisable as is
     block = payload["evidenceBlocks"][0]
-    fields = {"document_id", "source", "title", "content", "score", "rank"}
-    assert fields <= set(block)
+    # "a.md" is not spelled by the id "a#chunk-0", so the source is shown; the rank is
+    # the position in the list, not repeated.
+    assert set(block) == {"document_id", "source", "title", "content", "score"}
     assert "hitReasons" not in block  # only the search mode: said once, in the trace
     assert "breadcrumb" not in block  # empty: left out of the agent payload
     full = use_case.execute("q", session_id="s").to_tool_json(PayloadProfile.FULL)
+    fields = {"document_id", "source", "title", "content", "score", "rank"}
     assert {*fields, "breadcrumb", "hitReasons"} <= set(full["evidenceBlocks"][0])
 
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lookup_knowledge.application.lookup import LookupConfig, PayloadProfile
-from lookup_knowledge.domain.projection import ProjectionBudgets
+from lookup_knowledge.domain.projection import ProjectedBlock, ProjectionBudgets
 from lookup_knowledge.domain.settings import RetrievalSettings
 from tests.fakes import FakeSearch, chunk, make_lookup
 from tests.support.payload import assert_names_only_returned_blocks, ids_named
@@ -45,8 +45,8 @@ def test_agent_payload_carries_each_excerpt_once() -> None:
     for block in agent["evidenceBlocks"]:
         assert text.count(block["content"]) == 1
     pack = agent["contextPack"]
-    assert list(pack["blocks"]) == [b["document_id"] for b in agent["evidenceBlocks"]]
-    assert all(chars > 0 for chars in pack["blocks"].values())
+    # Every block is in the pack whole: the pack says its budget and use, nothing else.
+    assert set(pack) == {"charBudget", "charsUsed"}
 
 
 @pytest.mark.parametrize(("excerpt_chars", "budget"), [(100, 4000), (1200, 500), (60, 150)])
@@ -66,20 +66,30 @@ def test_the_pack_shows_only_what_the_blocks_show(excerpt_chars: int, budget: in
     for packed in result.context_pack.included:
         assert contents[packed.evidence_key].startswith(packed.excerpt.removesuffix("…"))
     pack = result.to_tool_json()["contextPack"]
-    assert list(pack["blocks"].values()) == [
-        len(p.excerpt.removesuffix("…")) for p in result.context_pack.included
-    ]
+    held = {p.evidence_key: len(p.excerpt.removesuffix("…")) for p in result.context_pack.included}
+    partial = {
+        str(b.rank): held.get(b.document_id, 0)
+        for b in result.evidence_blocks
+        if held.get(b.document_id, 0) != len(b.content.removesuffix("…"))
+    }
+    assert pack.get("partial", {}) == partial
+    left_out = {o.evidence_key for o in result.context_pack.omitted}
+    ranks = {str(b.rank) for b in result.evidence_blocks if b.document_id in left_out}
+    assert set(pack.get("omitted", {})) == ranks
+    assert ranks <= {r for r, chars in partial.items() if chars == 0}
 
 
 def test_agent_traces_are_compact_and_full_keeps_everything() -> None:
     result = lookup()
     agent, full = result.to_tool_json(), result.to_tool_json(PayloadProfile.FULL)
-    assert set(agent["retrievalTrace"]) == {"mode", "filterApplied", "fallbackReason", "counts"}
+    # No filter and no fallback: those keys are absent, not null.
+    assert set(agent["retrievalTrace"]) == {"mode", "counts"}
     assert agent["retrievalTrace"]["counts"]["returned"] == 3
     assert "passes" in full["retrievalTrace"]
     assert "timingsMs" in full["retrievalTrace"]
     assert len(full["rerankTrace"]) == len(ROWS)
-    assert {r["rank"] for r in agent["rerankTrace"]} <= {b["rank"] for b in agent["evidenceBlocks"]}
+    shown = set(range(1, len(agent["evidenceBlocks"]) + 1))
+    assert {rank for r in agent["rerankTrace"] for rank in r["ranks"]} <= shown
     assert len(json.dumps(agent)) < len(json.dumps(full)) / 2
 
 
@@ -144,11 +154,72 @@ def test_agent_payload_never_names_an_id_it_does_not_return(
 def test_agent_rerank_trace_names_returned_blocks_by_rank_with_their_bonuses() -> None:
     rows = [chunk("pg", i, 0.8 - 0.1 * i, category="database") for i in range(3)]
     fixture = make_lookup(FakeSearch(rows), domains={"database": ["postgres"]}, config=CONFIG)
-    agent = fixture.lookup.execute("postgres failover", session_id="s").to_tool_json()
-    ranks = {b["rank"] for b in agent["evidenceBlocks"]}
+    result = fixture.lookup.execute("postgres failover", session_id="s")
+    agent = result.to_tool_json()
+    assert [b.rank for b in result.evidence_blocks] == list(
+        range(1, len(result.evidence_blocks) + 1)
+    )
+    ranks = set(range(1, len(agent["evidenceBlocks"]) + 1))  # rank = position in the list
     assert agent["rerankTrace"]
     for entry in agent["rerankTrace"]:
-        assert entry["rank"] in ranks
-        assert entry["adjustments"]
-        assert "relevance" not in entry["adjustments"]
-        assert all(v != 0 for v in entry["adjustments"].values())
+        assert set(entry["ranks"]) <= ranks
+        assert entry["rule"] != "relevance"
+        assert entry["bonus"] != 0
+    # Each (rule, bonus) once: grouped, and it is what the full trace says per block.
+    assert len({(e["rule"], e["bonus"]) for e in agent["rerankTrace"]}) == len(agent["rerankTrace"])
+    full = {e["document_id"]: e for e in result.to_tool_json(PayloadProfile.FULL)["rerankTrace"]}
+    for entry in agent["rerankTrace"]:
+        for rank in entry["ranks"]:
+            adjustments = full[result.evidence_blocks[rank - 1].document_id]["adjustments"]
+            assert any(
+                a["rule"] == entry["rule"] and round(a["contribution"], 3) == entry["bonus"]
+                for a in adjustments
+            )
+
+
+def _block(**fields: object) -> ProjectedBlock:
+    base: dict[str, object] = {
+        "document_id": "docs/guide.md#chunk-2",
+        "source": "guide.md",
+        "title": "Guide",
+        "breadcrumb": "Guide > Setup",
+        "content": "text",
+        "score": 0.5,
+        "relevance": 0.5,
+        "rank": 1,
+        "hit_reasons": ("dense",),
+        "truncated": False,
+    }
+    base.update(fields)
+    return ProjectedBlock(**base)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("fields", "shown"),
+    [
+        # The id spells the source and the breadcrumb starts with the title: each once.
+        ({}, {"document_id", "breadcrumb", "content", "score"}),
+        # A source the id does not spell, a title the breadcrumb does not start with.
+        (
+            {"source": "elsewhere.md", "breadcrumb": "Setup > Step 1"},
+            {"document_id", "source", "title", "breadcrumb", "content", "score"},
+        ),
+        # No breadcrumb: the title stands alone.
+        ({"breadcrumb": ""}, {"document_id", "title", "content", "score"}),
+        # Reasons beyond the mode are shown.
+        (
+            {"hit_reasons": ("dense", "entity")},
+            {"document_id", "breadcrumb", "content", "score", "hitReasons"},
+        ),
+    ],
+)
+def test_an_agent_block_says_each_fact_once(fields: dict[str, object], shown: set[str]) -> None:
+    block = _block(**fields)
+    agent = block.as_agent_json("dense")
+    assert set(agent) == shown
+    full = block.as_json()
+    # Nothing is lost: what is left out is spelled by what is kept.
+    assert block.source in agent["document_id"] or agent.get("source") == block.source
+    assert str(agent.get("breadcrumb", "")).startswith(block.title) or agent["title"] == block.title
+    assert full["rank"] == 1
+    assert full["source"] == block.source

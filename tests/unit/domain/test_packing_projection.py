@@ -9,7 +9,12 @@ from lookup_knowledge.domain.identity import EvidenceIdentity
 from lookup_knowledge.domain.model import EvidenceCandidate, RankedCandidate
 from lookup_knowledge.domain.packing import OmissionReason, pack_context
 from lookup_knowledge.domain.postprocess import dedup_by_evidence_key
-from lookup_knowledge.domain.projection import ProjectionBudgets, project_blocks
+from lookup_knowledge.domain.projection import (
+    BREADCRUMB_SEPARATOR,
+    ProjectionBudgets,
+    agent_breadcrumb,
+    project_blocks,
+)
 from lookup_knowledge.domain.relevance import ScoreKind
 from tests.unit.domain.strategies import ranked_candidates
 
@@ -140,3 +145,36 @@ def test_projection_invariants(
     assert sum(len(p.content) for p in out) <= max_total
     order = [r.evidence_key for r in items]
     assert [order.index(i) for i in ids] == sorted(order.index(i) for i in ids)
+
+
+def test_the_agent_breadcrumb_drops_the_headings_the_excerpt_opens_with() -> None:
+    crumb = "Guide > Connection errors > PG-53300"
+    assert agent_breadcrumb(crumb, "## Connection errors\n\n### PG-53300\n\ntext") == "Guide"
+    assert agent_breadcrumb(crumb, "### PG-53300\ntext") == "Guide > Connection errors"
+    assert agent_breadcrumb(crumb, "- a list item") == crumb  # no opening heading
+    assert agent_breadcrumb(crumb, "## PG-53300 (old)\ntext") == crumb  # not the same words
+    assert agent_breadcrumb("Guide", "# Guide\ntext") == "Guide"  # the title always stays
+
+
+_HEADINGS = st.text(alphabet="abc >#", min_size=1, max_size=6).map(str.strip).filter(bool)
+
+
+@given(
+    parts=st.lists(_HEADINGS, min_size=1, max_size=5),
+    opening=st.lists(_HEADINGS, max_size=4),
+    body=st.text(max_size=30),
+)
+def test_the_agent_breadcrumb_only_ever_drops_a_tail_the_content_opens_with(
+    parts: list[str], opening: list[str], body: str
+) -> None:
+    crumb = BREADCRUMB_SEPARATOR.join(parts)
+    content = "".join(f"{'#' * (1 + n % 3)} {h}\n\n" for n, h in enumerate(opening)) + body
+    shown = agent_breadcrumb(crumb, content)
+    # A prefix of the breadcrumb, never shorter than its first element.
+    assert crumb.startswith(shown)
+    assert shown.startswith(crumb.split(BREADCRUMB_SEPARATOR)[0])
+    dropped = crumb[len(shown) :].removeprefix(BREADCRUMB_SEPARATOR)
+    if dropped:
+        # What was dropped is said, in order, by the headings the content opens with.
+        assert content.startswith("#")
+        assert all(f" {h}\n" in content for h in dropped.split(BREADCRUMB_SEPARATOR))
