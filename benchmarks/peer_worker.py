@@ -33,6 +33,8 @@ Search = Callable[[str, list[float]], list[str]]
 
 COLLECTION = "bench_peer"
 BATCH = 1000
+#: Run at the end (stdin closed): e.g. closing the LookupApp, which drains its audit.
+CLEANUP: list[Callable[[], object]] = []
 
 
 class Current:
@@ -370,6 +372,7 @@ def _lookup_knowledge(audit: bool) -> Callable[..., Search]:
         container = Container(settings=settings)
         container.embedder.override(providers.Object(Fixed()))
         app = create_app(settings, container=container)
+        CLEANUP.append(app.close)
         session = f"bench-peer-{os.getpid()}"
         step = iter(range(1, 1 << 62))
 
@@ -434,6 +437,8 @@ def main() -> None:
             send({"error": f"{args.system}: {type(error).__name__}: {error}"})
             raise
         send({"ms": ms, "docs": docs})
+    for cleanup in CLEANUP:
+        cleanup()
 
 
 if __name__ == "__main__":
