@@ -27,8 +27,10 @@ built. The peers' venvs are created by this script under ``--venv-dir`` (default
 Then for each query every worker gets the same request over stdin, one at a time, in an
 order rotated per query, with ``--gap-ms`` of idle time after each call, so no system
 runs while another's threads are still busy. Latency is timed inside each worker around
-the system's own call (no IPC). nDCG@10 is computed with ir-measures as in the eval (a
-document ranks at its best chunk).
+the system's own call (no IPC). ``p50/LC`` is the ratio of the p50s to LangChain's;
+``paired`` the median over queries of the ratio to LangChain's time for the same query
+(measured within ~0.2 s of each other, so less exposed to load swings). nDCG@10 is
+computed with ir-measures as in the eval (a document ranks at its best chunk).
 
     .venv/bin/python benchmarks/bench_peer.py [--queries 300] [--venv-dir DIR] [--systems a,b]
 """
@@ -439,7 +441,7 @@ def main() -> None:
         f"embedding excluded, one process per system, interleaved, {args.gap_ms:g} ms gap"
     )
     header = (
-        f"{'system':44}{'p50 ms':>8}{'p95 ms':>8}{'mean ms':>9}{'p50/LC':>8}"
+        f"{'system':44}{'p50 ms':>8}{'p95 ms':>8}{'mean ms':>9}{'p50/LC':>8}{'paired':>8}"
         f"{'nDCG@10':>9}{'chunks':>8}{'docs/result':>12}"
     )
     print(header)
@@ -451,8 +453,12 @@ def main() -> None:
         ndcg, distinct, returned = quality(docs[system], qrels)
         figures[system] = (p50, ndcg, distinct)
         ratio = f"{p50 / base:7.2f}x" if base else f"{'-':>8}"
+        paired = f"{'-':>8}"
+        if base:  # same query, same moment: the per-query ratio's median is less noisy
+            ratios = [a / b for a, b in zip(values, latency[BASELINE], strict=True)]
+            paired = f"{statistics.median(ratios):7.2f}x"
         print(
-            f"{LABELS[system]:44}{p50:8.2f}{p95:8.2f}{mean:9.2f}{ratio}{ndcg:9.4f}{returned:8.2f}{distinct:12.2f}"
+            f"{LABELS[system]:44}{p50:8.2f}{p95:8.2f}{mean:9.2f}{ratio}{paired}{ndcg:9.4f}{returned:8.2f}{distinct:12.2f}"
         )
     _targets(figures)
 
