@@ -6,7 +6,7 @@ Read top to bottom, ``IngestDocuments.execute`` is the whole flow:
     holds (doc_id -> content hash, owning source) -> the source binds its name -> refuse
     documents another source owns (``IngestConflict``, before anything is written) ->
     for each loaded document: unchanged (same hash) -> skip; otherwise chunk -> batch
-    -> embed in batches -> write in batches -> (sync) delete documents of this source
+    -> embed in batches (across the batch's documents, by token length) -> write in batches -> (sync) delete documents of this source
     that disappeared from it -> report counts (``dry_run``: the plan, nothing written)
 
 Ownership: every row carries the name of the source that wrote it (``source_name``).
@@ -462,26 +462,37 @@ class IngestDocuments:
         return chunks
 
     def _embed(self, chunks: Sequence[Chunk]) -> list[tuple[float, ...] | None]:
+        """Vectors for ``chunks``, in their order. The chunks of a whole write batch (many
+        documents) are embedded shortest first, so each embed batch holds texts of
+        similar token counts and pads little; embedding order has no effect on rows."""
         if self._embedder is None:
             return [None] * len(chunks)
         dimension = self._embedder.dimension
-        vectors: list[tuple[float, ...] | None] = []
+        texts = [embedding_input(c) for c in chunks]
+        lengths = self._embedder.token_lengths(texts)
+        if len(lengths) != len(texts):
+            raise EmbeddingError(
+                f"embedder {self._embedder.name} returned {len(lengths)} lengths "
+                f"for {len(texts)} texts"
+            )
+        order = sorted(range(len(texts)), key=lambda i: lengths[i])
+        vectors: list[tuple[float, ...] | None] = [None] * len(chunks)
         size = self._settings.embed_batch_size
-        for start in range(0, len(chunks), size):
-            batch = chunks[start : start + size]
-            embedded = self._embedder.embed_documents([embedding_input(c) for c in batch])
+        for start in range(0, len(order), size):
+            batch = order[start : start + size]
+            embedded = self._embedder.embed_documents([texts[i] for i in batch])
             if len(embedded) != len(batch):
                 raise EmbeddingError(
                     f"embedder {self._embedder.name} returned {len(embedded)} vectors "
                     f"for {len(batch)} texts"
                 )
-            for vector in embedded:
+            for i, vector in zip(batch, embedded, strict=True):
                 if len(vector) != dimension:
                     raise EmbeddingError(
                         f"embedder {self._embedder.name} returned a {len(vector)}-dim "
                         f"vector; it declares {dimension}"
                     )
-                vectors.append(tuple(vector))
+                vectors[i] = tuple(vector)
         return vectors
 
     def _flush(self, run: _Run) -> None:
