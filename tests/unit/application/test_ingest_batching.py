@@ -14,7 +14,7 @@ from lookup_knowledge.application.ingest import (
     StaticDocumentSource,
     embedding_input,
 )
-from lookup_knowledge.application.ports import SourceDocument
+from lookup_knowledge.application.ports import ChunkRecord, SourceDocument
 from tests.fakes import FakeClock
 
 
@@ -83,3 +83,39 @@ def test_embed_batches_are_sorted_by_length_across_documents_and_rows_keep_their
     for record in records:
         chunk_input = f"{record.breadcrumb or record.title}\n{record.text}"
         assert record.vector == tuple(reference.embed_query(chunk_input)), record.evidence_key
+
+
+class UpsertSizes(InMemoryKnowledgeBase):
+    def __init__(self) -> None:
+        super().__init__()
+        self.sizes: list[int] = []
+
+    def upsert_chunks(self, records: Sequence[ChunkRecord]) -> int:
+        self.sizes.append(len(records))
+        return super().upsert_chunks(records)
+
+
+def test_a_sort_window_wider_than_a_write_batch_is_written_in_write_batches() -> None:
+    embedder = RecordingEmbedder()
+    store = UpsertSizes()
+    ingest = IngestDocuments(
+        store=store,
+        chunker=MarkdownChunker(chunk_size=80, chunk_overlap=0),
+        clock=FakeClock(),
+        embedder=embedder,
+        settings=IngestConfig(embed_batch_size=4, write_batch_size=3, sort_window=12),
+    )
+    report = ingest.execute(StaticDocumentSource(_documents()))
+    assert report.chunks_written == store.count()
+    assert max(store.sizes) <= 3, store.sizes
+    # Each window (>= 12 chunks, then what is left) is embedded shortest first on its own.
+    lengths = [len(t.split()) for batch in embedder.batches for t in batch]
+    runs, current = [], [lengths[0]]
+    for n in lengths[1:]:
+        if n < current[-1]:
+            runs.append(current)
+            current = []
+        current.append(n)
+    runs.append(current)
+    assert len(runs) > 1, "several windows"
+    assert all(len(r) >= 12 for r in runs[:-1]), [len(r) for r in runs]
