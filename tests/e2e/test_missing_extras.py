@@ -52,6 +52,7 @@ def _run(script: str, hidden: list[str], arg: str) -> subprocess.CompletedProces
         (["uvicorn"], ["serve", "--port", "0"], "server"),
         (["mcp"], ["mcp"], "mcp"),
         (["psycopg"], ["db", "current"], "postgres"),
+        (["ir_measures"], ["eval", "run", "{dataset}", "--config", "dense"], "eval"),
     ],
 )
 def test_a_command_whose_extra_is_missing_names_the_extra_in_one_line(
@@ -62,6 +63,9 @@ def test_a_command_whose_extra_is_missing_names_the_extra_in_one_line(
     if extra == "postgres":
         settings["audit"] = {"database-url": "postgresql+psycopg://nobody@127.0.0.1:9/none"}
     config.write_text(json.dumps(settings), encoding="utf-8")
+    dataset = tmp_path / "dataset"
+    dataset.mkdir()
+    args = [a.replace("{dataset}", str(dataset)) for a in args]
     done = _run(CLI, hidden, json.dumps(["--config", str(config), *args]))
     assert done.returncode == 2, done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
