@@ -14,6 +14,7 @@ from typing import Any
 ERROR_TYPES = (
     "LookupKnowledgeError",
     "ConfigurationError",
+    "ExtraNotInstalled",
     "InvalidInputError",
     "SearchError",
     "SearchUnavailable",

@@ -130,7 +130,12 @@ def _memory_knowledge(analyzer: TextAnalyzer, settings: Settings) -> InMemoryKno
 
 
 def _onnx_embedder(settings: Settings) -> OnnxMiniLMEmbedder:
-    return OnnxMiniLMEmbedder(batch_size=settings.embedder.batch_size)
+    return OnnxMiniLMEmbedder(
+        batch_size=settings.embedder.batch_size,
+        intra_op_threads=settings.embedder.threads,
+        # The model file's sha256 is checked once per installed file, not per start.
+        verified_record=settings.data_dir / "model-verified.json",
+    )
 
 
 def _openai_embedder(settings: Settings) -> OpenAICompatibleEmbedder:

@@ -46,6 +46,7 @@ message saying why); arguments of the wrong shape are rejected by the SDK with a
 ``isError`` result.
 """
 
+# ruff: noqa: E402 - the extra is checked before its packages are imported
 from __future__ import annotations
 
 import copy
@@ -58,6 +59,10 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
+
+from lookup_knowledge.adapters.extras import require
+
+require("mcp", "the MCP server", "mcp")
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer

@@ -5,8 +5,9 @@ Read top to bottom, ``IngestDocuments.execute`` is the whole flow:
     ensure the collection (embedder identity and dimension) -> read what the store
     holds (doc_id -> content hash, owning source) -> the source binds its name -> refuse
     documents another source owns (``IngestConflict``, before anything is written) ->
-    for each loaded document: unchanged (same hash) -> skip; otherwise chunk -> batch
-    -> embed in batches -> write in batches -> (sync) delete documents of this source
+    for each loaded document: unchanged (same hash) -> skip; otherwise chunk -> collect a
+    sort window of chunks across documents -> embed them shortest first in embed batches
+    -> write in write batches -> (sync) delete documents of this source
     that disappeared from it -> report counts (``dry_run``: the plan, nothing written)
 
 Ownership: every row carries the name of the source that wrote it (``source_name``).
@@ -185,12 +186,22 @@ class IngestReport:
 class IngestConfig:
     embed_batch_size: int = 64
     write_batch_size: int = 512
+    #: Chunks collected (across documents) before they are embedded shortest first and
+    #: written: the wider, the less padding per embed batch. At least a write batch.
+    sort_window: int = 1024
 
     def __post_init__(self) -> None:
         if self.embed_batch_size < 1:
             raise InvalidInputError("embed_batch_size must be >= 1")
         if self.write_batch_size < 1:
             raise InvalidInputError("write_batch_size must be >= 1")
+        if self.sort_window < 1:
+            raise InvalidInputError("sort_window must be >= 1")
+
+    @property
+    def flush_at(self) -> int:
+        """Pending chunks that trigger a flush (embed, then write in write batches)."""
+        return max(self.write_batch_size, self.sort_window)
 
 
 # --------------------------------------------------------------------------- use case
@@ -441,7 +452,7 @@ class IngestDocuments:
             return
         run.pending.append(_Pending(doc, chunks, content_hash, existed))
         run.pending_chunks += len(chunks)
-        if run.pending_chunks >= self._settings.write_batch_size:
+        if run.pending_chunks >= self._settings.flush_at:
             self._flush(run)
             run.progress("write", doc.doc_id)
 
@@ -462,26 +473,37 @@ class IngestDocuments:
         return chunks
 
     def _embed(self, chunks: Sequence[Chunk]) -> list[tuple[float, ...] | None]:
+        """Vectors for ``chunks``, in their order. The chunks of a whole write batch (many
+        documents) are embedded shortest first, so each embed batch holds texts of
+        similar token counts and pads little; embedding order has no effect on rows."""
         if self._embedder is None:
             return [None] * len(chunks)
         dimension = self._embedder.dimension
-        vectors: list[tuple[float, ...] | None] = []
+        texts = [embedding_input(c) for c in chunks]
+        lengths = self._embedder.token_lengths(texts)
+        if len(lengths) != len(texts):
+            raise EmbeddingError(
+                f"embedder {self._embedder.name} returned {len(lengths)} lengths "
+                f"for {len(texts)} texts"
+            )
+        order = sorted(range(len(texts)), key=lambda i: lengths[i])
+        vectors: list[tuple[float, ...] | None] = [None] * len(chunks)
         size = self._settings.embed_batch_size
-        for start in range(0, len(chunks), size):
-            batch = chunks[start : start + size]
-            embedded = self._embedder.embed_documents([embedding_input(c) for c in batch])
+        for start in range(0, len(order), size):
+            batch = order[start : start + size]
+            embedded = self._embedder.embed_documents([texts[i] for i in batch])
             if len(embedded) != len(batch):
                 raise EmbeddingError(
                     f"embedder {self._embedder.name} returned {len(embedded)} vectors "
                     f"for {len(batch)} texts"
                 )
-            for vector in embedded:
+            for i, vector in zip(batch, embedded, strict=True):
                 if len(vector) != dimension:
                     raise EmbeddingError(
                         f"embedder {self._embedder.name} returned a {len(vector)}-dim "
                         f"vector; it declares {dimension}"
                     )
-                vectors.append(tuple(vector))
+                vectors[i] = tuple(vector)
         return vectors
 
     def _flush(self, run: _Run) -> None:
@@ -519,23 +541,31 @@ class IngestDocuments:
             # A new document's chunk 0 goes in first, marked pending: should the run die
             # before the final chunk 0 below, the next run sees a changed document (not
             # a new one) and cleans up whatever of it was written.
-            self._store.upsert_chunks(new_heads)
+            self._upsert(new_heads)
         written = 0
         if rest:
-            written += self._store.upsert_chunks(rest)
+            written += self._upsert(rest)
         updated = [p for p in pending if p.existed]
         if updated:
             run.chunks_deleted += self._store.delete_chunks_except(
                 [p.document.doc_id for p in updated],
                 [c.evidence_key for p in updated for c in p.chunks],
             )
-        written += self._store.upsert_chunks(heads)
+        written += self._upsert(heads)
         run.chunks_written += written
         for item in pending:
             if item.existed:
                 run.updated += 1
             else:
                 run.added += 1
+
+    def _upsert(self, records: Sequence[ChunkRecord]) -> int:
+        """``records`` in write batches, in order."""
+        size = self._settings.write_batch_size
+        return sum(
+            self._store.upsert_chunks(records[start : start + size])
+            for start in range(0, len(records), size)
+        )
 
     def _sync(self, source: DocumentSource, run: _Run, allow_empty: bool) -> None:
         vanished = sorted(

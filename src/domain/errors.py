@@ -38,6 +38,27 @@ class ConfigurationError(LookupKnowledgeError):
         self.rule = rule
 
 
+class ExtraNotInstalled(ConfigurationError):
+    """A feature needs an optional extra that is not installed; names the pip command that installs it.
+
+    ``extra`` is the extra's name (``postgres``, ``mcp``, ``server``, ``eval``,
+    ``frameworks``), ``feature`` what needed it, ``missing`` the module not found."""
+
+    code = "extra_not_installed"
+
+    def __init__(self, extra: str, feature: str, missing: str) -> None:
+        command = f"pip install 'lookup-knowledge[{extra}]'"
+        LookupKnowledgeError.__init__(
+            self, f"{feature} needs the {extra!r} extra ({missing} is not installed): {command}"
+        )
+        self.key = "extra"
+        self.value = extra
+        self.rule = command
+        self.extra = extra
+        self.feature = feature
+        self.missing = missing
+
+
 class InvalidInputError(LookupKnowledgeError):
     """A caller passed input that cannot be processed (empty query, bad id, ...)."""
 

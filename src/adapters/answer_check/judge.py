@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from lookup_knowledge.application.ports import ClaimJudge, JudgeOpinion
 from lookup_knowledge.domain.errors import JudgeError
+
+if TYPE_CHECKING:
+    import httpx
 
 LABELS = ("entailed", "contradicted", "neutral")
 _ALIASES = {"entailment": "entailed", "contradiction": "contradicted", "supported": "entailed"}
@@ -53,6 +54,8 @@ class OpenAICompatibleClaimJudge(ClaimJudge):
             headers["Authorization"] = f"Bearer {key}"
         self._url = base_url.rstrip("/") + "/chat/completions"
         self._model = model
+        import httpx  # only when a judge is configured (it costs a start-up otherwise)
+
         self._client = httpx.Client(headers=headers, timeout=timeout_s, transport=transport)
 
     def close(self) -> None:
@@ -68,6 +71,8 @@ class OpenAICompatibleClaimJudge(ClaimJudge):
                 {"role": "user", "content": f"Evidence:\n{shown}\n\nClaim:\n{claim}"},
             ],
         }
+        import httpx
+
         try:
             response = self._client.post(self._url, json=body)
         except httpx.HTTPError as error:

@@ -18,6 +18,7 @@ from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import StaticPool
 
+from lookup_knowledge.adapters.extras import require
 from lookup_knowledge.adapters.private_files import private_directory, private_file
 from lookup_knowledge.domain.errors import ConfigurationError
 from lookup_knowledge.domain.redaction import mask_url
@@ -66,6 +67,8 @@ def create_audit_engine(
     parsed = normalise_url(url)
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(parsed, sqlite_busy_timeout_ms, create_sqlite_directory, echo)
+    if parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() == "psycopg":
+        require("postgres", "an audit store on PostgreSQL", "psycopg")
     return create_engine(
         parsed,
         pool_pre_ping=True,

@@ -3,6 +3,11 @@
 The Alembic environment ships inside the package (``lookup_knowledge.migrations``), so an
 installed module can upgrade its own database from any working directory, without an
 alembic.ini.
+
+Alembic is imported only when a migration runs: a start whose database is already at
+the packaged head (``PACKAGED_HEAD``, kept equal to the scripts' head by a test) reads
+``alembic_version`` with one SELECT and goes on, which saves a CLI lookup the Alembic
+import and the parse of every migration script.
 """
 
 from __future__ import annotations
@@ -13,11 +18,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from importlib.resources import files
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, func, select, text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
@@ -33,11 +35,20 @@ try:
 except ImportError:  # pragma: no cover - not POSIX: no cross-process migration lock
     fcntl = None  # type: ignore[assignment]
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 Target = str | URL | Engine
+
+#: The newest revision under ``migrations/versions`` (a test compares it with Alembic's
+#: head): a database at this revision needs no migration.
+PACKAGED_HEAD = "0003_traffic"
 
 
 def alembic_config(connection: Connection | None = None) -> Config:
     """An Alembic ``Config`` pointing at the packaged environment."""
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(files("lookup_knowledge.migrations")))
     if connection is not None:
@@ -46,6 +57,8 @@ def alembic_config(connection: Connection | None = None) -> Config:
 
 
 def head_revision() -> str:
+    from alembic.script import ScriptDirectory
+
     head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     if head is None:  # pragma: no cover - the package always ships a revision
         raise RuntimeError("the packaged migrations have no head revision")
@@ -131,6 +144,13 @@ def upgrade_database(
     Returns the revision the database is at afterwards. Raises ``AuditUnavailable`` when
     the database cannot be reached and ``AuditError`` when a migration fails.
     """
+    if revision == "head":
+        current = _stored_revision(target)
+        if current == PACKAGED_HEAD:
+            return current
+    from alembic import command
+    from alembic.runtime.migration import MigrationContext
+
     try:
         with _connection(target) as connection, migration_lock(connection, lock_timeout_s):
             command.upgrade(alembic_config(connection), revision)
@@ -142,6 +162,9 @@ def upgrade_database(
 
 def downgrade_database(target: Target, revision: str) -> str | None:
     """Migrate down to ``revision`` (``"base"`` drops the audit tables)."""
+    from alembic import command
+    from alembic.runtime.migration import MigrationContext
+
     try:
         with _connection(target) as connection:
             command.downgrade(alembic_config(connection), revision)
@@ -153,11 +176,28 @@ def downgrade_database(target: Target, revision: str) -> str | None:
 
 def current_revision(target: Target) -> str | None:
     """The revision the database is at (None for an empty database)."""
+    from alembic.runtime.migration import MigrationContext
+
     try:
         with _connection(target) as connection:
             return MigrationContext.configure(connection).get_current_revision()
     except SQLAlchemyError as error:
         raise translate(error, "reading the audit database revision") from error
+
+
+def _stored_revision(target: Target) -> str | None:
+    """The one revision in ``alembic_version`` without Alembic; None when the table is
+    missing, holds several heads or the database cannot be read (the full upgrade path
+    then decides, and reports what is wrong)."""
+    try:
+        with _connection(target) as connection:
+            try:
+                rows = connection.execute(text("SELECT version_num FROM alembic_version")).all()
+            except SQLAlchemyError:  # no such table yet: the upgrade creates it
+                return None
+    except SQLAlchemyError as error:  # cannot connect: what the upgrade would say
+        raise translate(error, "migrating the audit database") from error
+    return str(rows[0][0]) if len(rows) == 1 else None
 
 
 class AlembicAuditSchema(AuditSchema):

@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -20,29 +21,33 @@ from rich.text import Text
 
 from lookup_knowledge.adapters.cli.context import parse_when
 from lookup_knowledge.adapters.cli.render import console, json_text, shown
-from lookup_knowledge.application.answer_check import answer_check_json
-from lookup_knowledge.application.ports import (
-    AnswerCheck,
-    AnswerCheckFilter,
-    AnswerFormat,
-    TimeRange,
-)
-from lookup_knowledge.domain.answer_check import Verdict
 from lookup_knowledge.domain.errors import InvalidInputError
 
+if TYPE_CHECKING:
+    from lookup_knowledge.application.ports import AnswerCheck
+
+# By verdict value: the checker (application, domain) is imported when a command runs,
+# not when the command line is built.
 _STYLE = {
-    Verdict.SUPPORTED: "green",
-    Verdict.UNSUPPORTED: "red",
-    Verdict.UNCITED: "yellow",
-    Verdict.INVALID_CITATION: "red",
+    "supported": "green",
+    "unsupported": "red",
+    "uncited": "yellow",
+    "invalid_citation": "red",
 }
+
+
+class AnswerFormatChoice(StrEnum):
+    """The values of ``AnswerFormat``, for the option."""
+
+    text = "text"
+    anthropic = "anthropic"
 
 
 def _json_out(value: Any) -> None:
     sys.stdout.write(json_text(value) + "\n")  # control characters escaped, as everywhere
 
 
-def _read_answer(answer: str | None, answer_file: Path | None, fmt: AnswerFormat) -> Any:
+def _read_answer(answer: str | None, answer_file: Path | None, fmt: AnswerFormatChoice) -> Any:
     if (answer is None) == (answer_file is None):
         raise InvalidInputError("give exactly one of --answer and --answer-file")
     if answer_file is not None:
@@ -57,7 +62,7 @@ def _read_answer(answer: str | None, answer_file: Path | None, fmt: AnswerFormat
     else:
         assert answer is not None
         text = answer
-    if fmt is AnswerFormat.TEXT:
+    if fmt is AnswerFormatChoice.text:
         return text
     try:
         return json.loads(text)
@@ -82,7 +87,7 @@ def _claims_table(check: AnswerCheck) -> Table:
             detail = "; ".join(claim.reasons) or "-"
         table.add_row(
             Text(str(claim.index)),
-            Text(claim.verdict.value, style=_STYLE[claim.verdict]),
+            Text(claim.verdict.value, style=_STYLE[claim.verdict.value]),
             Text(shown(cited)),
             Text(shown(detail)),
             Text(" ".join(shown(claim.text).split())),
@@ -105,23 +110,27 @@ def register_answer_commands(audit_app: typer.Typer, open_app: Callable[[], Any]
             typer.Option("--answer-file", help="Read the answer from a file (- = stdin)."),
         ] = None,
         answer_format: Annotated[
-            AnswerFormat,
+            AnswerFormatChoice,
             typer.Option(
                 "--format",
                 help="text: prose with [document_id] citations; anthropic: a Claude response "
                 "(message or content blocks) with search_result_location citations.",
             ),
-        ] = AnswerFormat.TEXT,
+        ] = AnswerFormatChoice.text,
         step: Annotated[str | None, typer.Option(help="Step id the answer belongs to.")] = None,
         as_json: Annotated[bool, typer.Option("--json")] = False,
     ) -> None:
         """Check each claim of an answer against what the session was shown; record it.
 
         Exits 0 only when every claim is supported."""
+        from lookup_knowledge.application.answer_check import answer_check_json
+        from lookup_knowledge.application.ports import AnswerFormat
+        from lookup_knowledge.domain.answer_check import Verdict
+
         payload = _read_answer(answer, answer_file, answer_format)
         with open_app() as lookup_app:
             check: AnswerCheck = lookup_app.check_answer(
-                session, payload, step_id=step, answer_format=answer_format
+                session, payload, step_id=step, answer_format=AnswerFormat(answer_format.value)
             )
         if as_json:
             _json_out(answer_check_json(check))
@@ -149,6 +158,8 @@ def register_answer_commands(audit_app: typer.Typer, open_app: Callable[[], Any]
         as_json: Annotated[bool, typer.Option("--json")] = False,
     ) -> None:
         """List recorded answer checks (oldest first) with their verdict counts."""
+        from lookup_knowledge.application.ports import AnswerCheckFilter, TimeRange
+
         query = AnswerCheckFilter(
             session_id=session,
             time_range=TimeRange(parse_when(since, "--since"), parse_when(until, "--until")),
@@ -185,7 +196,7 @@ def register_answer_commands(audit_app: typer.Typer, open_app: Callable[[], Any]
                 Text(s.created_at.strftime("%Y-%m-%d %H:%M:%S")),
                 Text(shown(s.session_id)),
                 Text(shown(s.step_id or "-")),
-                Text(s.verdict.value, style=_STYLE[s.verdict]),
+                Text(s.verdict.value, style=_STYLE[s.verdict.value]),
                 Text(str(s.claim_count)),
                 Text(str(s.supported_count)),
                 Text(shown(s.id)),

@@ -11,10 +11,13 @@ Commands, one module each: ``knowledge`` (ingest, lookup, health), ``audit``, ``
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
+import typer.core
+import typer.main
 
 from lookup_knowledge.adapters.cli.context import OPTIONS, command_group, set_global_options
 from lookup_knowledge.adapters.cli.render import console, error_line
@@ -51,12 +54,56 @@ def _global_options(
     set_global_options(config, data_dir, debug)
 
 
+class _LazyGroup(typer.core.TyperGroup):
+    """A command group that imports its module only when it is run (or its own help
+    asked for): the root ``--help`` lists it from its help text alone. The eval group
+    pulls the whole evaluation harness, most of a second on a small machine."""
+
+    def __init__(self, name: str, help: str, load: Callable[[], typer.Typer]) -> None:
+        super().__init__(name=name, help=help, no_args_is_help=True)
+        self._load = load
+        self._real: Any = None
+
+    def _target(self) -> Any:
+        if self._real is None:
+            self._real = typer.main.get_command(self._load())
+        return self._real
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any
+    ) -> Any:
+        return self._target().make_context(info_name, args, parent=parent, **extra)
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(self._target().list_commands(ctx))
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        return self._target().get_command(ctx, cmd_name)
+
+
+def _eval_app() -> typer.Typer:
+    from lookup_knowledge.adapters.cli.eval import eval_app
+
+    return eval_app
+
+
+class _RootGroup(typer.core.TyperGroup):
+    """The root group: the registered commands, plus the lazily imported groups."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.add_command(
+            _LazyGroup("eval", "Retrieval quality on BEIR collections; replay.", load=_eval_app),
+            "eval",
+        )
+
+
 def build_app() -> typer.Typer:
-    """The root app with every command group registered (the eval group included)."""
+    """The root app with every command group registered (the eval group imported only
+    when it runs)."""
     from lookup_knowledge.adapters.cli.audit import audit_app
     from lookup_knowledge.adapters.cli.config import config_app
     from lookup_knowledge.adapters.cli.db import db_app
-    from lookup_knowledge.adapters.cli.eval import eval_app
     from lookup_knowledge.adapters.cli.knowledge import health, ingest, lookup
     from lookup_knowledge.adapters.cli.mcp import mcp
     from lookup_knowledge.adapters.cli.quickstart import quickstart
@@ -65,6 +112,7 @@ def build_app() -> typer.Typer:
     app = command_group(
         name="lookup-knowledge",
         help="Evidence lookup for LLM agents over Milvus, with a SQL audit store.",
+        cls=_RootGroup,
     )
     app.callback()(_global_options)
     for command in (ingest, lookup, health, mcp, quickstart, serve):
@@ -72,7 +120,6 @@ def build_app() -> typer.Typer:
     app.add_typer(audit_app, name="audit")
     app.add_typer(db_app, name="db")
     app.add_typer(config_app, name="config")
-    app.add_typer(eval_app, name="eval", help="Retrieval quality on BEIR collections; replay.")
     return app
 
 

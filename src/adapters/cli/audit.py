@@ -19,15 +19,15 @@ from lookup_knowledge.adapters.cli.render import (
     print_json,
     shown,
 )
-from lookup_knowledge.application.ports import InvocationFilter, TimeRange
-from lookup_knowledge.domain.model import Traffic
 
 if TYPE_CHECKING:
     from lookup_knowledge.application.ports import (
         CitationReport,
         InvocationDetail,
         QualitySummary,
+        TimeRange,
     )
+    from lookup_knowledge.domain.model import Traffic
 
 audit_app = command_group(help="Query the audit store (Verifier and Eval views).")
 
@@ -46,10 +46,14 @@ _TRAFFIC = "production (agents), eval, replay or all."
 
 
 def _traffic(choice: TrafficChoice) -> Traffic | None:
+    from lookup_knowledge.domain.model import Traffic
+
     return None if choice is TrafficChoice.all else Traffic(choice.value)
 
 
 def _time_range(since: str | None, until: str | None) -> TimeRange:
+    from lookup_knowledge.application.ports import TimeRange
+
     return TimeRange(parse_when(since, "--since"), parse_when(until, "--until"))
 
 
@@ -70,6 +74,8 @@ def audit_list(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """List recorded invocations (agents' traffic unless --traffic or --session)."""
+    from lookup_knowledge.application.ports import InvocationFilter
+
     query = InvocationFilter(
         session_id=session,
         step_id=step,

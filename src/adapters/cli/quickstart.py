@@ -20,7 +20,6 @@ from lookup_knowledge.adapters.cli.render import (
     literal,
     show_lookup,
 )
-from lookup_knowledge.application.ports import InvocationFilter
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -51,6 +50,8 @@ def quickstart(
         out.rule(f"2. lookups in session {session}")
         returned = _ask(out, lookup_app, session, pick_questions(samples, questions))
         out.rule("3. the audit store")
+        from lookup_knowledge.application.ports import InvocationFilter
+
         page = lookup_app.audit.list_invocations(InvocationFilter(session_id=session))
         out.print(invocations_table(page.items))
         out.rule("4. citation check (EvidenceGuard)")

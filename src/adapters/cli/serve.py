@@ -27,15 +27,14 @@ def serve(
     access_log: Annotated[bool, typer.Option(help="Log one line per request.")] = False,
 ) -> None:
     """Serve the REST API (/v1), MCP (/mcp), the console (/) and /healthz, /readyz."""
-    try:
-        import uvicorn
+    from lookup_knowledge.adapters.extras import require
 
-        from lookup_knowledge.adapters.http import create_http_app
-    except ImportError as missing:  # the optional extra
-        raise typer.BadParameter(
-            f"serve needs the server extra: pip install 'lookup-knowledge[server]' ({missing})"
-        ) from None
+    # ExtraNotInstalled (exit 2, the pip command) when the server extra is missing.
+    require("server", "lookup-knowledge serve", "fastapi", "jinja2", "uvicorn")
+    import uvicorn
+
     from lookup_knowledge.adapters.api import create_app
+    from lookup_knowledge.adapters.http import create_http_app
 
     extra: dict[str, object] = {}
     if host is not None:

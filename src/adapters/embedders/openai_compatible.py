@@ -16,12 +16,13 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from lookup_knowledge.application.ports import Embedder, EmbedderIdentity
 from lookup_knowledge.domain.errors import EmbeddingError
+
+if TYPE_CHECKING:
+    import httpx
 
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 
@@ -77,6 +78,8 @@ class OpenAICompatibleEmbedder(Embedder):
         all_headers = {"Content-Type": "application/json", **(headers or {})}
         if key:
             all_headers["Authorization"] = f"Bearer {key}"
+        import httpx  # only when this embedder is configured (it costs a start-up otherwise)
+
         self._client = httpx.Client(
             timeout=httpx.Timeout(timeout_s), headers=all_headers, transport=transport
         )
@@ -146,6 +149,8 @@ class OpenAICompatibleEmbedder(Embedder):
         return base * random.uniform(0.5, 1.0)
 
     def _request(self, batch: list[str]) -> list[list[float]]:
+        import httpx
+
         payload = self._payload(batch)
         last_problem = ""
         for attempt in range(self._max_retries + 1):

@@ -10,13 +10,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from lookup_knowledge.adapters.extras import load
 from lookup_knowledge.application.ports import Qrels, RankingMetrics, Run
 from lookup_knowledge.domain.errors import InvalidInputError
 
 
 def parse_measures(names: Sequence[str]) -> dict[Any, str]:
     """ir-measures measure object -> the name the caller used; rejects unknown names."""
-    import ir_measures
+    ir_measures = load("eval", "scoring an eval run", "ir_measures")
 
     parsed: dict[Any, str] = {}
     for name in names:
@@ -32,8 +33,7 @@ class IrMeasuresMetrics(RankingMetrics):
     def evaluate(
         self, qrels: Qrels, run: Run, measures: Sequence[str]
     ) -> dict[str, dict[str, float]]:
-        import ir_measures
-
+        ir_measures = load("eval", "scoring an eval run", "ir_measures")
         parsed = parse_measures(measures)
         scores: dict[str, dict[str, float]] = {q: dict.fromkeys(measures, 0.0) for q in qrels}
         judged = {

@@ -14,6 +14,7 @@ from typing import Any
 
 from rich.table import Table
 
+from lookup_knowledge.adapters.extras import load
 from lookup_knowledge.application.evaluation import (
     ConfigurationResult,
     EvalReport,
@@ -131,12 +132,13 @@ def eval_table(report: EvalReport) -> Table:
 
 
 def _figure(report: EvalReport) -> Any:
-    from matplotlib.figure import Figure  # Agg canvas, no pyplot global state
+    # The Agg canvas of a Figure: no pyplot global state.
+    figure_type = load("eval", "the eval report's figure", "matplotlib.figure").Figure
 
     configs = report.configurations
     names = [c.name for c in configs]
     measures = table_measures(report)
-    fig = Figure(figsize=(max(8.0, 1.6 * len(configs) + 5.0), 8.5), layout="constrained")
+    fig = figure_type(figsize=(max(8.0, 1.6 * len(configs) + 5.0), 8.5), layout="constrained")
     top, bottom_left, bottom_right = fig.subplot_mosaic([["q", "q"], ["d", "l"]]).values()
     width = 0.8 / max(len(configs), 1)
     for i, c in enumerate(configs):

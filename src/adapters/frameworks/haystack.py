@@ -4,9 +4,14 @@ Haystack sends anonymous usage telemetry unless ``HAYSTACK_TELEMETRY_ENABLED=Fal
 set in the environment; a host that must not call out sets it before importing Haystack.
 """
 
+# ruff: noqa: E402 - the extra is checked before its packages are imported
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+
+from lookup_knowledge.adapters.extras import require
+
+require("frameworks", "the Haystack adapter", "haystack")
 
 from haystack import Document, component
 

@@ -1,9 +1,14 @@
 """LangChain: a retriever and a tool over ``lookup_knowledge`` (extra ``frameworks``)."""
 
+# ruff: noqa: E402 - the extra is checked before its packages are imported
 from __future__ import annotations
 
 import json
 from typing import TYPE_CHECKING, Annotated, Any
+
+from lookup_knowledge.adapters.extras import require
+
+require("frameworks", "the LangChain adapter", "langchain_core")
 
 from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,

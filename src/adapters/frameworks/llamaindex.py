@@ -1,10 +1,15 @@
 """LlamaIndex: a retriever and a tool over ``lookup_knowledge`` (extra ``frameworks``)."""
 
+# ruff: noqa: E402 - the extra is checked before its packages are imported
 from __future__ import annotations
 
 import itertools
 import json
 from typing import TYPE_CHECKING
+
+from lookup_knowledge.adapters.extras import require
+
+require("frameworks", "the LlamaIndex adapter", "llama_index.core")
 
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode

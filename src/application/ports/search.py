@@ -145,3 +145,9 @@ class Embedder(ABC):
 
     @abstractmethod
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+    def token_lengths(self, texts: Sequence[str]) -> list[int]:
+        """How long each text is for this embedder, to batch similar lengths together
+        (less padding). The default counts characters; a tokenizer-backed embedder
+        counts its tokens."""
+        return [len(text) for text in texts]

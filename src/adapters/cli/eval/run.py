@@ -270,6 +270,10 @@ def run(
     """Ingest a BEIR corpus, run its judged queries under each configuration, score them."""
     from lookup_knowledge.adapters.api import create_app
     from lookup_knowledge.adapters.evaluation.beir import load_beir
+    from lookup_knowledge.adapters.extras import require
+
+    # Before the (long) ingest and runs, not when the scores are computed.
+    require("eval", "lookup-knowledge eval run", "ir_measures", "matplotlib")
 
     names = expand(config or [], preset or [])
     beir = load_beir(
