@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from dependency_injector import containers, providers
@@ -31,7 +31,7 @@ from lookup_knowledge.adapters.audit import (
     upgrade_database,
 )
 from lookup_knowledge.adapters.audit.answer_checks import SqlAnswerCheckStore, SqlSessionEvidence
-from lookup_knowledge.adapters.config import Settings
+from lookup_knowledge.adapters.config import AuditDurability, Settings
 from lookup_knowledge.adapters.embedders import (
     HashingEmbedder,
     OnnxMiniLMEmbedder,
@@ -58,7 +58,12 @@ from lookup_knowledge.application.evaluation import Replay, RunEval
 from lookup_knowledge.application.health import CheckHealth
 from lookup_knowledge.application.ingest import IngestConfig, IngestDocuments
 from lookup_knowledge.application.lookup import LookupKnowledge
-from lookup_knowledge.application.ports import AuditQueries, RankingMetrics, TextAnalyzer
+from lookup_knowledge.application.ports import (
+    AuditQueries,
+    RankingMetrics,
+    TextAnalyzer,
+    ToolInvocationRecorder,
+)
 from lookup_knowledge.application.query_transformer import QueryTransformer
 from lookup_knowledge.application.verify_citations import VerifyCitations
 from lookup_knowledge.domain.errors import AuditUnavailable, ConfigurationError
@@ -182,9 +187,13 @@ def _sql_recorder(engine: Engine, settings: Settings) -> Iterator[SqlToolInvocat
         _data_dir(settings)
     # The start-up migration found the database down: the recorder runs it before its
     # first write, so the spool is replayed into a schema that exists.
+    # The lookup waits for the journal append only; the background writer moves the
+    # records into the database in batches, and every reader flushes first.
     recorder = SqlToolInvocationRecorder(
         engine,
         settings.audit_spool_dir,
+        write_behind=True,
+        fsync=settings.audit.durability is AuditDurability.FSYNC,
         keep_shown_text=settings.audit.keep_shown_text,
         prepare=(lambda: upgrade_database(engine)) if engine in _UNMIGRATED else None,
     )
@@ -192,6 +201,14 @@ def _sql_recorder(engine: Engine, settings: Settings) -> Iterator[SqlToolInvocat
         yield recorder
     finally:
         recorder.close()
+
+
+AUDIT_BARRIER_TIMEOUT_S = 10.0
+
+
+def _audit_barrier(recorder: ToolInvocationRecorder) -> Callable[[str | None], object]:
+    """What an audit query runs first: records still in the journal reach the database."""
+    return lambda session_id: recorder.flush(session_id, AUDIT_BARRIER_TIMEOUT_S)
 
 
 def _audit_disabled(*_: Any) -> AuditQueries:
@@ -309,7 +326,9 @@ class Container(containers.DeclarativeContainer):
     )
     audit_queries = providers.Selector(
         providers.Callable(_audit_mode, settings),
-        sql=providers.Singleton(SqlAuditQueries, audit_engine),
+        sql=providers.Singleton(
+            SqlAuditQueries, audit_engine, barrier=providers.Callable(_audit_barrier, recorder)
+        ),
         off=providers.Callable(_audit_disabled),
     )
     session_state = providers.Selector(
@@ -361,7 +380,9 @@ class Container(containers.DeclarativeContainer):
     # The answer checker (CheckAnswer): what the agent wrote against what it was shown.
     session_evidence = providers.Selector(
         providers.Callable(_audit_mode, settings),
-        sql=providers.Singleton(SqlSessionEvidence, audit_engine),
+        sql=providers.Singleton(
+            SqlSessionEvidence, audit_engine, barrier=providers.Callable(_audit_barrier, recorder)
+        ),
         off=providers.Callable(_audit_disabled),
     )
     answer_checks = providers.Selector(
