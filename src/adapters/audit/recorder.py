@@ -55,8 +55,8 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, func, insert, select, text
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy import JSON, Connection, Engine, Table, func, insert, select, text
+from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 
 from lookup_knowledge.adapters.audit.backoff import Backoff
 from lookup_knowledge.adapters.audit.codec import clean_invocation, without_shown_text
@@ -153,6 +153,27 @@ def evidence_rows(invocation: ToolInvocation) -> list[dict[str, Any]]:
         }
         for e in invocation.evidence
     ]
+
+
+def copy_rows(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
+    """``COPY table (columns of the rows) FROM STDIN`` through psycopg, in ``conn``'s
+    transaction. Values go as the ORM would send them (JSON documents as ``Jsonb``); a
+    driver error is raised as SQLAlchemy's (``IntegrityError`` ...), like ``execute``."""
+    if not rows:
+        return
+    from psycopg import Error as PsycopgError
+    from psycopg.types.json import Jsonb
+
+    columns = list(rows[0])
+    json_columns = {c for c in columns if isinstance(table.c[c].type, JSON)}
+    statement = f"COPY {table.name} ({', '.join(columns)}) FROM STDIN"
+    raw = conn.connection.driver_connection
+    try:
+        with raw.cursor() as cursor, cursor.copy(statement) as copy:  # type: ignore[union-attr]
+            for row in rows:
+                copy.write_row([Jsonb(row[c]) if c in json_columns else row[c] for c in columns])
+    except PsycopgError as error:
+        raise DBAPIError.instance(statement, None, error, PsycopgError) from error
 
 
 class SqlToolInvocationRecorder(ToolInvocationRecorder):
@@ -473,7 +494,12 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
     def _insert_rows(
         self, conn: Connection, rows: list[dict[str, Any]], evidence: list[dict[str, Any]]
     ) -> None:
-        """Multi-row INSERTs (SQLAlchemy's insertmanyvalues) inside the batch's transaction."""
+        """The batch's rows, inside its transaction: ``COPY`` on PostgreSQL (a pipelined
+        executemany is one statement per row: ~10x slower), executemany on SQLite."""
+        if self._is_pg:
+            copy_rows(conn, T, rows)
+            copy_rows(conn, E, evidence)
+            return
         conn.execute(insert(T), rows)
         if evidence:
             conn.execute(insert(E), evidence)

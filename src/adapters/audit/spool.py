@@ -49,7 +49,7 @@ from itertools import islice
 from pathlib import Path
 from typing import IO, Any
 
-from lookup_knowledge.adapters.audit.codec import clean_invocation, from_json, to_json
+from lookup_knowledge.adapters.audit.codec import from_json, to_json
 from lookup_knowledge.adapters.private_files import open_private_append, private_directory
 from lookup_knowledge.application.ports import ToolInvocation
 from lookup_knowledge.domain.errors import AuditError, ConfigurationError
@@ -304,9 +304,8 @@ class Spool:
                 raise AuditError(f"cannot sync the audit spool {self.path}: {error}") from error
             self._synced = max(self._synced, target)
 
-    def _append_all(self, invocations: Iterable[ToolInvocation]) -> None:
-        """Durably append records (one fsync for all of them); under ``_lock``."""
-        entries = [SpoolEntry(encode(i), i) for i in invocations]
+    def _append_entries(self, entries: list[SpoolEntry]) -> None:
+        """Durably append entries (one fsync for all of them); under ``_lock``."""
         if not entries:
             return
         with self._lock:
@@ -472,7 +471,7 @@ class Spool:
     def _adopt(self, *paths: Path) -> int:
         """Adopt those of ``paths`` that are orphans, merged in ``started_at`` order."""
         with self._lock:
-            orphans: list[tuple[Path, IO[str], list[ToolInvocation]]] = []
+            orphans: list[tuple[Path, IO[str], list[SpoolEntry]]] = []
             try:
                 for path in paths:
                     handle = self._lock_orphan(path)
@@ -482,10 +481,15 @@ class Spool:
                     orphans[-1][2].extend(self._read_orphan(path, handle))
                 # Oldest first; each file keeps its own order, ties go to the older file.
                 orphans.sort(
-                    key=lambda o: (o[2][0].started_at.timestamp() if o[2] else 0.0, o[0].name)
+                    key=lambda o: (
+                        o[2][0].invocation.started_at.timestamp() if o[2] else 0.0,
+                        o[0].name,
+                    )
                 )
-                merged = heapq.merge(*(o[2] for o in orphans), key=lambda i: i.started_at)
-                self._append_all(merged)  # durable here before the orphans go
+                merged = heapq.merge(
+                    *(o[2] for o in orphans), key=lambda e: e.invocation.started_at
+                )
+                self._append_entries(list(merged))  # durable here before the orphans go
                 for path, _, _ in orphans:
                     path.unlink(missing_ok=True)
                 if orphans and self._fsync:
@@ -531,13 +535,15 @@ class Spool:
             raise
         return handle
 
-    def _read_orphan(self, path: Path, handle: IO[str]) -> list[ToolInvocation]:
-        good: list[ToolInvocation] = []
+    def _read_orphan(self, path: Path, handle: IO[str]) -> list[SpoolEntry]:
+        """The sound lines, kept as they are (a recorder journals only cleaned records,
+        and the checksum vouches for the line): adopting does not encode them again."""
+        good: list[SpoolEntry] = []
         for number, line in enumerate(handle, 1):
             if not line.strip():
                 continue
             try:
-                good.append(clean_invocation(decode(line)))
+                good.append(SpoolEntry(line, decode(line)))
             except ValueError as reason:
                 self.reject(line, f"line {number}: {reason}", path.name)
         return good
