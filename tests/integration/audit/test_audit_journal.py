@@ -381,3 +381,44 @@ def test_kill_9_during_a_batch_transfer_loses_nothing_and_stores_nothing_twice(
     assert successor.pending_count() == 0
     successor.close()
     assert journal_ids(journal) == []
+
+
+EXITS_WITHOUT_CLOSE = """
+import sys
+from pathlib import Path
+from lookup_knowledge.adapters.audit import SqlToolInvocationRecorder, create_audit_engine
+from tests.support.audit_data import invocation
+
+url, journal, sid = sys.argv[1:4]
+
+class Idle(SqlToolInvocationRecorder):
+    def background_step(self):
+        return 60.0  # the background writer never gets to it: only the exit hook can
+
+recorder = Idle(create_audit_engine(url), Path(journal), write_behind=True)
+records = [invocation(sid) for _ in range(5)]
+for r in records:
+    recorder.record(r)
+print(" ".join(r.id for r in records), flush=True)
+# no close(): the interpreter exits with the records still in the journal
+"""
+
+
+def test_an_exiting_process_moves_its_journal_without_being_closed(
+    audit_engine: Engine, tmp_path: Path
+) -> None:
+    sid = session()
+    journal = tmp_path / "journal"
+    done = subprocess.run(
+        [sys.executable, "-c", EXITS_WITHOUT_CLOSE, _url(audit_engine), str(journal), sid],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    ids = done.stdout.split()
+    assert stored(audit_engine, sid) == [(i, n) for n, i in enumerate(ids, 1)]
+    assert list(journal.glob("spool-*.jsonl")) == []  # drained and removed at exit
