@@ -78,7 +78,9 @@ logger = logging.getLogger(__name__)
 
 _IDLE_WAKE_S = 60.0  # the background writer's check for a recorder nobody closed
 _ID_CHUNK = 500
-BATCH_SIZE = 256  # journal entries moved into the database per transaction
+# Journal entries moved into the database per transaction (256 measured ~1.5x slower
+# into PostgreSQL: the per-batch round trips).
+BATCH_SIZE = 1024
 _PG_LOCK_SESSIONS = text(
     "SELECT pg_advisory_xact_lock(k) FROM unnest(CAST(:keys AS bigint[])) AS k"
 )
