@@ -58,12 +58,7 @@ from lookup_knowledge.application.evaluation import Replay, RunEval
 from lookup_knowledge.application.health import CheckHealth
 from lookup_knowledge.application.ingest import IngestConfig, IngestDocuments
 from lookup_knowledge.application.lookup import LookupKnowledge
-from lookup_knowledge.application.ports import (
-    AuditQueries,
-    RankingMetrics,
-    TextAnalyzer,
-    ToolInvocationRecorder,
-)
+from lookup_knowledge.application.ports import AuditQueries, RankingMetrics, TextAnalyzer
 from lookup_knowledge.application.query_transformer import QueryTransformer
 from lookup_knowledge.application.verify_citations import VerifyCitations
 from lookup_knowledge.domain.errors import AuditUnavailable, ConfigurationError
@@ -206,9 +201,9 @@ def _sql_recorder(engine: Engine, settings: Settings) -> Iterator[SqlToolInvocat
 AUDIT_BARRIER_TIMEOUT_S = 10.0
 
 
-def _audit_barrier(recorder: ToolInvocationRecorder) -> Callable[[str | None], object]:
+def _audit_barrier(recorder: SqlToolInvocationRecorder) -> Callable[[str | None], object]:
     """What an audit query runs first: records still in the journal reach the database."""
-    return lambda session_id: recorder.flush(session_id, AUDIT_BARRIER_TIMEOUT_S)
+    return lambda session_id: recorder.barrier(session_id, AUDIT_BARRIER_TIMEOUT_S)
 
 
 def _audit_disabled(*_: Any) -> AuditQueries:

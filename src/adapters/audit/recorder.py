@@ -322,6 +322,14 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
             time.sleep(min(pause, remaining))
             pause = min(pause * 2, 1.0)
 
+    def barrier(self, session_id: str | None = None, timeout_s: float = 10.0) -> bool:
+        """What a reader of the store runs first: ``flush``, but while the database is
+        known to be away (the last attempt failed) one attempt only, not a wait of
+        ``timeout_s``: the reader then fails, or reports the records still pending."""
+        with self._lock:
+            down = self._backoff.down
+        return self.flush(session_id, 0.0 if down else timeout_s)
+
     def pending_count(self, session_id: str | None = None) -> int:
         """Records (of the session) in this journal not yet in the database, plus those in
         the directory's other journal files that the database does not hold (all of them

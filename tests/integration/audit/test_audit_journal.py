@@ -15,11 +15,13 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from sqlalchemy import Engine, select, text
 
 from lookup_knowledge.adapters.audit import SqlAuditQueries, SqlToolInvocationRecorder
+from lookup_knowledge.adapters.audit import recorder as recorder_module
 from lookup_knowledge.adapters.audit import spool as spool_module
 from lookup_knowledge.adapters.audit.models import tool_invocation
 from lookup_knowledge.adapters.audit.spool import Spool, decode
@@ -176,6 +178,35 @@ def test_an_outage_keeps_the_records_in_the_journal_and_their_order(
     recorder.record(records[9])
     assert recorder.flush(sid, timeout_s=30)
     assert stored(db.direct, sid) == [(r.id, n) for n, r in enumerate(records, 1)]
+    recorder.close()
+
+
+def test_the_barrier_does_not_wait_out_a_database_known_to_be_away(
+    db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Readers (a health probe, ``audit list``) must not sit out the flush timeout when
+    the last attempt already failed: one more attempt, then the read goes on."""
+    sid = session()
+    recorder = write_behind(db.engine, tmp_path / "journal")
+    db.outage.go_away()
+    try:
+        recorder.record(invocation(sid, documents=["w#chunk-0"]))
+        assert recorder.flush(sid, timeout_s=0) is False  # an attempt failed: away
+
+        def no_wait(_: float) -> None:
+            raise AssertionError("the barrier waited for the database")
+
+        monkeypatch.setattr(recorder_module, "time", SimpleNamespace(sleep=no_wait))
+        assert recorder.barrier(sid, timeout_s=30) is False
+        queries = SqlAuditQueries(db.direct, barrier=recorder.barrier)
+        report = VerifyCitations(queries, recorder, flush_timeout_s=0).execute(sid, ["w#chunk-0"])
+        assert report.pending_in_spool == 1
+        assert not report.conclusive
+    finally:
+        monkeypatch.undo()
+        db.outage.come_back()
+    assert recorder.barrier(sid) is True
+    assert len(stored(db.direct, sid)) == 1
     recorder.close()
 
 
