@@ -13,11 +13,12 @@
     (a hot loop of ``record`` calls understates it: no embedder threads, no search, no
     background writer competing for the two cores). On the SciFact eval collection
     (``_scifact.py``), per query and interleaved in rotating order: the lookup with
-    recording off, with the product recorder (SQLite in the data dir, write-behind), and
-    with an inline recorder (moved into the database before ``record`` returns: the
-    pre-journal contract). Embed time excluded as in ``bench_pipeline_overhead.py``
-    (wall - retrievalTrace timingsMs.embed); prints p50s and the audit-on / audit-off
-    ratio. No PostgreSQL needed.
+    recording off, with the product recorder (SQLite in the data dir, journal fsync'd,
+    write-behind), with ``audit.durability=process``, and (``--compare-inline``) with an
+    inline recorder (moved into the database before ``record`` returns: the pre-journal
+    contract; its fsyncs load the disk the others share). Embed time excluded as in
+    ``bench_pipeline_overhead.py`` (wall - retrievalTrace timingsMs.embed); prints p50s,
+    the audit-on / audit-off ratios and the disk's fsync latency. No PostgreSQL needed.
 
 Usage:
     BENCH_DATABASE_URL=postgresql+psycopg://postgres@127.0.0.1:5432/postgres \
@@ -434,7 +435,9 @@ def probe_fsync(folder: Path, count: int = 30) -> float:
     return statistics.median(times)
 
 
-def bench_in_lookups(queries_n: int, warmup: int, data_dir: Path | None, embedder: str) -> None:
+def bench_in_lookups(
+    queries_n: int, warmup: int, data_dir: Path | None, embedder: str, compare_inline: bool
+) -> None:
     from _scifact import DEFAULT_DATA_DIR, open_scifact, stats
 
     from lookup_knowledge.adapters.runtime import DisabledRecorder, InMemorySessionState
@@ -460,20 +463,28 @@ def bench_in_lookups(queries_n: int, warmup: int, data_dir: Path | None, embedde
             )
 
         engine = container.audit_engine()
-        recorders = [SqlToolInvocationRecorder(engine, Path(spool) / "inline")]
+        recorders: list[SqlToolInvocationRecorder] = []
         systems = {
             "off": variant(DisabledRecorder(), InMemorySessionState()),
             "on": product,
-            "inline": variant(recorders[0], container.session_state()),
         }
-        try:  # audit.durability=process (absent before the journal: skipped)
+        if compare_inline:  # its own fsyncs and commits load the disk the others use
+            recorders.append(SqlToolInvocationRecorder(engine, Path(spool) / "inline"))
+            systems["inline"] = variant(recorders[-1], container.session_state())
+        from lookup_knowledge.adapters import container as container_module
+
+        try:  # audit.durability=process, as the container builds it (skipped before)
             recorders.append(
                 SqlToolInvocationRecorder(
-                    engine, Path(spool) / "process", write_behind=True, fsync=False
+                    engine,
+                    Path(spool) / "process",
+                    write_behind=True,
+                    fsync=False,
+                    linger_s=container_module.AUDIT_LINGER_S,
                 )
             )
             systems["process"] = variant(recorders[-1], container.session_state())
-        except TypeError:
+        except (TypeError, AttributeError):
             pass
         fsync_ms = probe_fsync(Path(spool))
         queries = [q.text for q in beir.dataset.queries][: warmup + queries_n]
@@ -563,9 +574,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--data-dir", type=Path, default=None)
     parser.add_argument("--embedder", default="onnx-minilm")
+    parser.add_argument(
+        "--compare-inline",
+        action="store_true",
+        help="(c): also the inline recorder (SQL before return), interleaved with the others",
+    )
     args = parser.parse_args(argv)
     if args.in_lookups:
-        bench_in_lookups(args.in_lookups, args.warmup, args.data_dir, args.embedder)
+        bench_in_lookups(
+            args.in_lookups, args.warmup, args.data_dir, args.embedder, args.compare_inline
+        )
         return 0
     if not args.bench_db.replace("_", "").isalnum():
         raise SystemExit("--bench-db must be letters, digits and underscores")

@@ -197,6 +197,7 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
         background_drain_s: float | None = 1.0,
         write_behind: bool = False,
         batch_size: int = BATCH_SIZE,
+        linger_s: float = 0.0,
         keep_shown_text: bool = True,
         prepare: Callable[[], object] | None = None,
     ) -> None:
@@ -204,6 +205,9 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
 
         ``write_behind``: the background writer moves journal entries into the database
         (``record`` returns ``JOURNALED``); False: ``record`` does it before returning.
+        ``linger_s``: how long the background writer lets the oldest entry wait for
+        others to share its transaction (fewer, fuller batches: less work competing with
+        the lookups); readers never wait for it, ``flush`` moves everything at once.
         ``background_drain_s``: while entries wait out a backoff, the background writer
         looks at least this often (in real seconds) whether it is over; ``None``: no
         background writer (entries are moved by ``record`` and ``flush`` only; not with
@@ -221,6 +225,10 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
             raise ValueError("max_seq_retries must be >= 1")
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
+        if not linger_s >= 0:
+            raise ValueError("linger_s must be >= 0")
+        self._linger_s = linger_s
+        self._lingering = False  # the writer waits for a fuller batch: no need to wake it
         self._engine = engine
         self._keep_shown_text = keep_shown_text
         self._prepare = prepare
@@ -273,7 +281,8 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
                 self._failures += 1
             raise
         if self._write_behind:
-            self._wake.set()
+            if not self._lingering or len(self._spool) >= self._batch_size:
+                self._wake.set()  # (a lingering writer waits for a full batch, no more)
             if self._in_backoff() or self._prepare is not None:
                 return RecordOutcome.SPOOLED  # the database is known to be away
             return RecordOutcome.JOURNALED
@@ -394,10 +403,17 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
         Returns how long to wait (real seconds) before the next round; a new record ends
         the wait early."""
         poll = self._background_s or _IDLE_WAKE_S
+        self._lingering = False
         if self._closed or not len(self._spool):
             return _IDLE_WAKE_S
         if self._in_backoff():
             return min(self._backoff.seconds_left(), poll)
+        head = self._spool.head()
+        if self._linger_s and head is not None and len(self._spool) < self._batch_size:
+            wait = head.at + self._linger_s - time.monotonic()
+            if wait > 0:
+                self._lingering = True
+                return wait
         try:
             self._drain(respect_backoff=True, blocking=False)
         except Exception:  # a writer that dies would leave records pending until a flush

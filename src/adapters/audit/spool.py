@@ -38,11 +38,12 @@ import json
 import logging
 import os
 import threading
+import time
 import uuid
 import zlib
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from itertools import islice
@@ -80,6 +81,7 @@ class SpoolEntry:
     line: str
     invocation: ToolInvocation
     state: EntryState = EntryState.PENDING
+    at: float = field(default_factory=time.monotonic)  # when it was journaled here
 
     @property
     def session_id(self) -> str:

@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -154,6 +155,26 @@ def test_threads_journal_and_batch_into_one_gap_free_session(
         seqs = [seq_of[r.id] for r in records[n::8]]
         assert seqs == sorted(seqs)
     assert recorder.failure_count() == 0
+    recorder.close()
+
+
+def test_a_lingering_writer_moves_a_full_batch_at_once_and_flush_moves_the_rest(
+    audit_engine: Engine, tmp_path: Path
+) -> None:
+    """The writer lets a lone record wait (``linger_s``) for others to share its
+    transaction, but not a full batch; a reader's flush never waits for the linger."""
+    sid = session()
+    recorder = write_behind(audit_engine, tmp_path / "journal", linger_s=600.0, batch_size=4)
+    records = [invocation(sid) for _ in range(5)]
+    for r in records[:4]:
+        recorder.record(r)
+    deadline = time.monotonic() + 30
+    while recorder.pending_count(sid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [i for i, _ in stored(audit_engine, sid)] == [r.id for r in records[:4]]
+    recorder.record(records[4])  # alone: lingers
+    assert recorder.flush(sid, timeout_s=30)
+    assert [i for i, _ in stored(audit_engine, sid)] == [r.id for r in records]
     recorder.close()
 
 
