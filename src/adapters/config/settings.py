@@ -608,7 +608,7 @@ class AuditSettings(_Section):
         default=None,
         description="Folder of the local audit journal: every record is written there "
         "before the lookup returns and moved into the database in the background; it "
-        "also keeps records while the database is unreachable (default: under data-dir).",
+        "also keeps records while the database is unreachable.",
     )
     durability: AuditDurability = Field(
         default=AuditDurability.FSYNC,
