@@ -9,9 +9,22 @@
     and the median/p95 latency of ``verify_citations`` (and of the ``VerifyCitations``
     use case, which flushes the recorder first) over many calls.
 
+(c) ``--in-lookups N``: the audit cost a lookup really pays, measured inside real lookups
+    (a hot loop of ``record`` calls understates it: no embedder threads, no search, no
+    background writer competing for the two cores). On the SciFact eval collection
+    (``_scifact.py``), per query and interleaved in rotating order: the lookup with
+    recording off, with the product recorder (SQLite in the data dir, journal fsync'd,
+    write-behind), with ``audit.durability=process``, and (``--compare-inline``) with an
+    inline recorder (moved into the database before ``record`` returns: the pre-journal
+    contract; its fsyncs load the disk the others share). Embed time excluded as in
+    ``bench_pipeline_overhead.py`` (wall - retrievalTrace timingsMs.embed); prints p50s,
+    the audit-on / audit-off ratios and the disk's fsync latency. No PostgreSQL needed.
+
 Usage:
     BENCH_DATABASE_URL=postgresql+psycopg://postgres@127.0.0.1:5432/postgres \
         python benchmarks/bench_audit.py [--invocations 1000000] [--verify-calls 200]
+    python benchmarks/bench_audit.py --writes-only   # (a) only
+    python benchmarks/bench_audit.py --in-lookups 300 [--data-dir DIR]   # (c) only
 
 The URL names any database on the server; the benchmark connects there to create and
 finally drop its own database (``--bench-db``, default ``lookup_bench``).
@@ -116,9 +129,24 @@ def pct(values: list[float], p: float) -> float:
     return ordered[max(0, min(len(ordered) - 1, math.ceil(p / 100 * len(ordered)) - 1))]
 
 
-def bench_writes(label: str, engine: Engine, records: int, threads: int) -> None:
+WRITTEN = {RecordOutcome.COMMITTED, getattr(RecordOutcome, "JOURNALED", RecordOutcome.COMMITTED)}
+
+
+def bench_writes(
+    label: str, engine: Engine, records: int, threads: int, *, write_behind: bool
+) -> None:
+    """Records/s sustained (every record in the database: the clock stops after the
+    final flush) and what each ``record`` call costs the caller (the lookup)."""
+    mode = "write-behind" if write_behind else "inline"
     with tempfile.TemporaryDirectory() as spool:
-        recorder = SqlToolInvocationRecorder(engine, Path(spool))
+        # Only the write-behind run names the option: the inline run also runs on the
+        # code before the journal (an A/B across it).
+        extra: dict[str, bool] = {"write_behind": True} if write_behind else {}
+        try:
+            recorder = SqlToolInvocationRecorder(engine, Path(spool), **extra)
+        except TypeError:
+            print(f"  {label:<11} {mode:<12} (not in this version)")
+            return
         session_id = f"write-bench-{uuid.uuid4().hex[:8]}"
         latencies: list[float] = []
         start = time.perf_counter()
@@ -127,25 +155,35 @@ def bench_writes(label: str, engine: Engine, records: int, threads: int) -> None
             t0 = time.perf_counter()
             outcome = recorder.record(record)
             latencies.append((time.perf_counter() - t0) * 1000)
-            if outcome is not RecordOutcome.COMMITTED:
+            if outcome not in WRITTEN:
                 raise SystemExit(f"{label}: record {n} was {outcome}")
+        if not recorder.flush(timeout_s=600):
+            raise SystemExit(f"{label}: records still pending after the flush")
         elapsed = time.perf_counter() - start
         print(
-            f"  {label:<11} sequential: {records} records x {EVIDENCE_PER} evidence rows: "
-            f"{records / elapsed:,.0f} records/s; per record mean {statistics.fmean(latencies):.2f} ms, "
+            f"  {label:<11} {mode:<12} sequential: {records} records x {EVIDENCE_PER} "
+            f"evidence rows: {records / elapsed:,.0f} records/s sustained; record() "
             f"p50 {pct(latencies, 50):.2f} ms, p95 {pct(latencies, 95):.2f} ms"
         )
 
         per_thread = records // threads
         barrier = threading.Barrier(threads)
         errors: list[str] = []
+        lock = threading.Lock()
+        thread_latencies: list[float] = []
 
         def work(t: int) -> None:
             sid = f"write-bench-{uuid.uuid4().hex[:8]}-{t}"
+            mine: list[float] = []
             barrier.wait()
             for n in range(per_thread):
-                if recorder.record(make_record(sid, n)) is not RecordOutcome.COMMITTED:
+                record = make_record(sid, n)
+                t0 = time.perf_counter()
+                if recorder.record(record) not in WRITTEN:
                     errors.append(sid)
+                mine.append((time.perf_counter() - t0) * 1000)
+            with lock:
+                thread_latencies.extend(mine)
 
         workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
         start = time.perf_counter()
@@ -153,13 +191,55 @@ def bench_writes(label: str, engine: Engine, records: int, threads: int) -> None
             w.start()
         for w in workers:
             w.join()
+        if not recorder.flush(timeout_s=600):
+            raise SystemExit(f"{label}: records still pending after the flush")
         elapsed = time.perf_counter() - start
         total = per_thread * threads
         print(
-            f"  {label:<11} {threads} threads: {total} records: {total / elapsed:,.0f} records/s"
+            f"  {label:<11} {mode:<12} {threads} threads: {total} records: "
+            f"{total / elapsed:,.0f} records/s sustained; record() p50 "
+            f"{pct(thread_latencies, 50):.2f} ms, p95 {pct(thread_latencies, 95):.2f} ms"
             f"{' (ERRORS: ' + str(len(errors)) + ')' if errors else ''}"
         )
         recorder.close()
+
+
+def bench_transfer(label: str, engine: Engine, records: int) -> None:
+    """The background writer's own rate: ``records`` entries waiting in a recorder's
+    journal (appended directly, no writer running: what piles up during a burst or an
+    outage) moved into the database by one ``flush``, in batches of ``BATCH_SIZE`` (one
+    transaction each; COPY on PostgreSQL, executemany on SQLite). Also per CPU-second of
+    this process: on a loaded machine the wall-clock rate is the share of CPU it got."""
+    try:
+        from lookup_knowledge.adapters.audit.recorder import BATCH_SIZE
+    except ImportError:
+        print(f"  {label:<11} batch transfer (not in this version)")
+        return
+    session_ids = [f"transfer-bench-{uuid.uuid4().hex[:8]}-{t}" for t in range(8)]
+    pending = [make_record(session_ids[n % 8], n) for n in range(records)]
+    with tempfile.TemporaryDirectory() as spool:
+        recorder = SqlToolInvocationRecorder(
+            engine, Path(spool), background_drain_s=None, fsync=False
+        )
+        for record in pending:
+            recorder._spool.append(record)
+        start, cpu = time.perf_counter(), time.process_time()
+        if not recorder.flush(timeout_s=600):
+            raise SystemExit(f"{label}: records still pending after the flush")
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+        recorder.close()
+    print(
+        f"  {label:<11} batch transfer (journal -> database, {BATCH_SIZE} per transaction): "
+        f"{records} records x {EVIDENCE_PER} evidence rows in {elapsed:.2f} s: "
+        f"{records / elapsed:,.0f} records/s ({records / cpu:,.0f} per CPU-second "
+        f"of this process); load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus"
+    )
+
+
+def bench_all_writes(label: str, engine: Engine, records: int, threads: int) -> None:
+    for write_behind in (False, True):
+        bench_writes(label, engine, records, threads, write_behind=write_behind)
+    bench_transfer(label, engine, max(records, 10_000))
 
 
 # --------------------------------------------------------------------------- bulk load
@@ -337,6 +417,133 @@ def bench_verify(engine: Engine, sessions: int, calls: int) -> None:
     )
 
 
+# --------------------------------------------------------------------------- in lookups
+
+
+def probe_fsync(folder: Path, count: int = 30) -> float:
+    """p50 ms of an append + fsync (the journal's cost on this disk right now)."""
+    path = folder / "fsync-probe"
+    times: list[float] = []
+    with open(path, "ab") as out:
+        for _ in range(count):
+            out.write(b"x" * 1024)
+            out.flush()
+            t0 = time.perf_counter()
+            os.fsync(out.fileno())
+            times.append((time.perf_counter() - t0) * 1000)
+    path.unlink()
+    return statistics.median(times)
+
+
+def bench_in_lookups(
+    queries_n: int, warmup: int, data_dir: Path | None, embedder: str, compare_inline: bool
+) -> None:
+    from _scifact import DEFAULT_DATA_DIR, open_scifact, stats
+
+    from lookup_knowledge.adapters.runtime import DisabledRecorder, InMemorySessionState
+    from lookup_knowledge.application.lookup import LookupConfig, LookupKnowledge
+    from lookup_knowledge.domain.settings import RetrievalSettings
+
+    app, container, beir, collection = open_scifact(
+        data_dir=data_dir or DEFAULT_DATA_DIR, embedder=embedder
+    )
+    with app, tempfile.TemporaryDirectory() as spool:
+        config = LookupConfig(retrieval=RetrievalSettings(retrieve_k=20))
+        product = container.lookup().with_config(config)  # the container's recorder
+
+        def variant(recorder: object, session_state: object) -> LookupKnowledge:
+            return LookupKnowledge(
+                search=container.search(),
+                transformer=container.transformer(),
+                recorder=recorder,  # type: ignore[arg-type]
+                session_state=session_state,  # type: ignore[arg-type]
+                clock=container.clock(),
+                embedder=container.embedder(),
+                config=config,
+            )
+
+        engine = container.audit_engine()
+        recorders: list[SqlToolInvocationRecorder] = []
+        systems = {
+            "off": variant(DisabledRecorder(), InMemorySessionState()),
+            "on": product,
+        }
+        if compare_inline:  # its own fsyncs and commits load the disk the others use
+            recorders.append(SqlToolInvocationRecorder(engine, Path(spool) / "inline"))
+            systems["inline"] = variant(recorders[-1], container.session_state())
+        from lookup_knowledge.adapters import container as container_module
+
+        try:  # audit.durability=process, as the container builds it (skipped before)
+            recorders.append(
+                SqlToolInvocationRecorder(
+                    engine,
+                    Path(spool) / "process",
+                    write_behind=True,
+                    fsync=False,
+                    linger_s=container_module.AUDIT_LINGER_S,
+                )
+            )
+            systems["process"] = variant(recorders[-1], container.session_state())
+        except (TypeError, AttributeError):
+            pass
+        fsync_ms = probe_fsync(Path(spool))
+        queries = [q.text for q in beir.dataset.queries][: warmup + queries_n]
+        stamp = uuid.uuid4().hex[:8]
+        rows: dict[str, list[float]] = {name: [] for name in systems}
+        walls: dict[str, list[float]] = {name: [] for name in systems}
+        names = list(systems)
+        for i, query in enumerate(queries):
+            turn = i % len(names)
+            order = names[turn:] + names[:turn]  # rotate: no system always first
+            for name in order:
+                t0 = time.perf_counter()
+                result = systems[name].execute(query, session_id=f"in-lookups-{name}-{stamp}")
+                wall = (time.perf_counter() - t0) * 1000
+                if i < warmup:
+                    continue
+                timings = result.retrieval_trace["timingsMs"]
+                rows[name].append(wall - timings.get("embed", 0.0))
+                walls[name].append(wall)
+        for recorder in (container.recorder(), *recorders):
+            if not recorder.flush(timeout_s=120):
+                raise SystemExit("audit records still pending after the run")
+        for recorder in recorders:
+            recorder.close()
+        chunks = container.store().count()
+        fsync_after_ms = probe_fsync(Path(spool))
+
+    n = len(rows["off"])
+    print(
+        f"(c) audit cost inside real lookups: {n} SciFact queries after {warmup} warm-up, "
+        f"collection {collection} ({chunks} chunks, Milvus Lite), embedder {embedder}, "
+        "retrieve-k 20, SQLite audit store; interleaved per query, rotating order"
+    )
+    print(
+        f"  fsync of a 1 KB append on this disk: p50 {fsync_ms:.2f} ms before the run, "
+        f"{fsync_after_ms:.2f} ms after"
+    )
+    print(f"{'':52}{'p50 ms':>9}{'p95 ms':>9}{'mean ms':>9}")
+    labels = {
+        "off": "audit off",
+        "on": "audit on (the product: journal fsync, write-behind)",
+        "inline": "audit on, inline (SQL before return)",
+        "process": "audit on, durability=process, write-behind",
+    }
+    for name in names:
+        p50, p95, mean = stats(rows[name])
+        print(f"  {labels[name] + ': wall - embed':52}{p50:9.2f}{p95:9.2f}{mean:9.2f}")
+    off50, _, off_mean = stats(rows["off"])
+    for name in names[1:]:
+        p50, _, mean = stats(rows[name])
+        wall50, _, _ = stats(walls[name])
+        offwall50, _, _ = stats(walls["off"])
+        print(
+            f"  ratio {labels[name]} / audit off: p50 {p50 / off50:.3f}x, mean "
+            f"{mean / off_mean:.3f}x (with the embed: p50 {wall50 / offwall50:.3f}x); "
+            f"audit cost p50 {p50 - off50:+.2f} ms"
+        )
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -360,16 +567,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--verify-calls", type=int, default=200)
     parser.add_argument("--keep", action="store_true", help="do not drop the bench database")
+    parser.add_argument(
+        "--writes-only", action="store_true", help="(a) only: no bulk load, no verify"
+    )
+    parser.add_argument("--in-lookups", type=int, default=0, metavar="N", help="(c) only")
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--data-dir", type=Path, default=None)
+    parser.add_argument("--embedder", default="onnx-minilm")
+    parser.add_argument(
+        "--compare-inline",
+        action="store_true",
+        help="(c): also the inline recorder (SQL before return), interleaved with the others",
+    )
     args = parser.parse_args(argv)
+    if args.in_lookups:
+        bench_in_lookups(
+            args.in_lookups, args.warmup, args.data_dir, args.embedder, args.compare_inline
+        )
+        return 0
     if not args.bench_db.replace("_", "").isalnum():
         raise SystemExit("--bench-db must be letters, digits and underscores")
 
     print(f"audit benchmark  python {sys.version.split()[0]}  cpus {os.cpu_count()}")
-    print("\n(a) write cost (SqlToolInvocationRecorder.record, committed before return)")
+    print(
+        "\n(a) write cost (SqlToolInvocationRecorder.record: durable in the journal before "
+        "it returns; inline: also moved into the database before it returns; write-behind: "
+        "moved by the background writer in batches, as the container builds it)"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         sqlite = create_audit_engine(f"sqlite:///{Path(tmp) / 'bench.db'}")
         upgrade_database(sqlite)
-        bench_writes("SQLite", sqlite, args.write_records, args.threads)
+        bench_all_writes("SQLite", sqlite, args.write_records, args.threads)
         sqlite.dispose()
 
     server = server_url(args.url)
@@ -383,7 +611,9 @@ def main(argv: list[str] | None = None) -> int:
     engine = create_audit_engine(server.set(database=name), pool_size=args.threads + 1)
     try:
         upgrade_database(engine)
-        bench_writes("PostgreSQL", engine, args.write_records, args.threads)
+        bench_all_writes("PostgreSQL", engine, args.write_records, args.threads)
+        if args.writes_only:
+            return 0
         with engine.begin() as conn:  # the load starts from empty tables
             conn.execute(text("TRUNCATE invocation_evidence, tool_invocation"))
 
@@ -395,7 +625,7 @@ def main(argv: list[str] | None = None) -> int:
         explain_citations(engine, probe, cited_for(probe, rng))
         bench_verify(engine, sessions, args.verify_calls)
         print("\n  (a') write cost with the 1M-row tables in place:")
-        bench_writes("PostgreSQL", engine, min(args.write_records, 1000), args.threads)
+        bench_all_writes("PostgreSQL", engine, min(args.write_records, 1000), args.threads)
     finally:
         engine.dispose()
         if not args.keep:

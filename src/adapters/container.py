@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from dependency_injector import containers, providers
@@ -31,7 +31,7 @@ from lookup_knowledge.adapters.audit import (
     upgrade_database,
 )
 from lookup_knowledge.adapters.audit.answer_checks import SqlAnswerCheckStore, SqlSessionEvidence
-from lookup_knowledge.adapters.config import Settings
+from lookup_knowledge.adapters.config import AuditDurability, Settings
 from lookup_knowledge.adapters.embedders import (
     HashingEmbedder,
     OnnxMiniLMEmbedder,
@@ -182,14 +182,24 @@ def _audit_engine(settings: Settings) -> Iterator[Engine]:
 _UNMIGRATED: weakref.WeakSet[Engine] = weakref.WeakSet()
 
 
+# How long the background writer lets a record wait for others to share its
+# transaction: lookups back to back then pay for a fraction of a transaction each.
+AUDIT_LINGER_S = 0.05
+
+
 def _sql_recorder(engine: Engine, settings: Settings) -> Iterator[SqlToolInvocationRecorder]:
     if settings.audit.spool_dir is None:
         _data_dir(settings)
     # The start-up migration found the database down: the recorder runs it before its
     # first write, so the spool is replayed into a schema that exists.
+    # The lookup waits for the journal append only; the background writer moves the
+    # records into the database in batches, and every reader flushes first.
     recorder = SqlToolInvocationRecorder(
         engine,
         settings.audit_spool_dir,
+        write_behind=True,
+        linger_s=AUDIT_LINGER_S,
+        fsync=settings.audit.durability is AuditDurability.FSYNC,
         keep_shown_text=settings.audit.keep_shown_text,
         prepare=(lambda: upgrade_database(engine)) if engine in _UNMIGRATED else None,
     )
@@ -197,6 +207,14 @@ def _sql_recorder(engine: Engine, settings: Settings) -> Iterator[SqlToolInvocat
         yield recorder
     finally:
         recorder.close()
+
+
+AUDIT_BARRIER_TIMEOUT_S = 10.0
+
+
+def _audit_barrier(recorder: SqlToolInvocationRecorder) -> Callable[[str | None], object]:
+    """What an audit query runs first: records still in the journal reach the database."""
+    return lambda session_id: recorder.barrier(session_id, AUDIT_BARRIER_TIMEOUT_S)
 
 
 def _audit_disabled(*_: Any) -> AuditQueries:
@@ -314,7 +332,9 @@ class Container(containers.DeclarativeContainer):
     )
     audit_queries = providers.Selector(
         providers.Callable(_audit_mode, settings),
-        sql=providers.Singleton(SqlAuditQueries, audit_engine),
+        sql=providers.Singleton(
+            SqlAuditQueries, audit_engine, barrier=providers.Callable(_audit_barrier, recorder)
+        ),
         off=providers.Callable(_audit_disabled),
     )
     session_state = providers.Selector(
@@ -366,7 +386,9 @@ class Container(containers.DeclarativeContainer):
     # The answer checker (CheckAnswer): what the agent wrote against what it was shown.
     session_evidence = providers.Selector(
         providers.Callable(_audit_mode, settings),
-        sql=providers.Singleton(SqlSessionEvidence, audit_engine),
+        sql=providers.Singleton(
+            SqlSessionEvidence, audit_engine, barrier=providers.Callable(_audit_barrier, recorder)
+        ),
         off=providers.Callable(_audit_disabled),
     )
     answer_checks = providers.Selector(

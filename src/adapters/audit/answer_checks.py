@@ -86,8 +86,18 @@ def claim_counts(conn: Connection, time_range: TimeRange) -> ClaimCounts:
 
 
 class SqlSessionEvidence(SessionEvidenceReader):
-    def __init__(self, engine: Engine) -> None:
+    """``barrier(session_id or None)``: run before each read (the recorder's ``flush``),
+    so records still in the local journal are read too (see ``SqlAuditQueries``)."""
+
+    def __init__(
+        self, engine: Engine, barrier: Callable[[str | None], object] | None = None
+    ) -> None:
         self._engine = engine
+        self._barrier = barrier
+
+    def _pass_barrier(self, session_id: str | None) -> None:
+        if self._barrier is not None:
+            self._barrier(session_id)
 
     def shown_blocks(
         self, session_id: str, document_ids: Sequence[str], as_of: datetime
@@ -96,6 +106,7 @@ class SqlSessionEvidence(SessionEvidenceReader):
         cited = normalise_cited(document_ids)
         if not cited:
             return {}
+        self._pass_barrier(session_id)
         stmt = (
             select(
                 E.c.document_id,
@@ -139,6 +150,7 @@ class SqlSessionEvidence(SessionEvidenceReader):
         cited = normalise_cited(document_ids)
         if not cited:
             return {}
+        self._pass_barrier(None)  # other sessions' records, too
         stmt = (
             select(E.c.session_id, E.c.document_id)
             .distinct()

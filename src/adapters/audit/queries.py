@@ -4,6 +4,11 @@ Citation verification is one statement (``citation_sources_statement``): an inde
 scan of ``ix_invocation_evidence_session_document`` for (session_id, document_id IN ...)
 joined to ``tool_invocation`` by primary key. The benchmark explains exactly this
 statement.
+
+Every query but ``session_domains`` first passes the ``barrier`` (the recorder's
+``flush``): records still in the local journal are moved into the database before they
+are read, so a query right after a lookup sees it. ``session_domains`` is read by the
+lookup itself, once per session and process, and must not wait for the journal.
 """
 
 from __future__ import annotations
@@ -168,12 +173,21 @@ def _evidence(m: RowMapping) -> EvidenceView:
     )
 
 
-class SqlAuditQueries(AuditQueries):
-    """Thread-safe (one pooled connection per call)."""
+Barrier = Callable[[str | None], object]
 
-    def __init__(self, engine: Engine) -> None:
+
+class SqlAuditQueries(AuditQueries):
+    """Thread-safe (one pooled connection per call). ``barrier(session_id or None)``:
+    what must run before a read (the recorder's ``flush``); None: nothing."""
+
+    def __init__(self, engine: Engine, barrier: Barrier | None = None) -> None:
         self._engine = engine
         self._is_pg = engine.dialect.name == "postgresql"
+        self._barrier = barrier
+
+    def _pass_barrier(self, session_id: str | None) -> None:
+        if self._barrier is not None:
+            self._barrier(session_id)
 
     def _run(self, doing: str, work: Callable[[Connection], R]) -> R:
         try:
@@ -185,6 +199,7 @@ class SqlAuditQueries(AuditQueries):
     # ------------------------------------------------------------------ invocations
 
     def list_invocations(self, query: InvocationFilter) -> InvocationPage:
+        self._pass_barrier(query.session_id)
         conditions = _time_conditions(query.time_range, query.traffic_kind())
         if query.session_id is not None:
             conditions.append(T.c.session_id == query.session_id)
@@ -211,6 +226,7 @@ class SqlAuditQueries(AuditQueries):
 
     def get_invocation(self, invocation_id: str) -> InvocationDetail:
         uid = parse_invocation_id(invocation_id)
+        self._pass_barrier(None)
 
         def work(conn: Connection) -> tuple[RowMapping | None, list[RowMapping]]:
             head = (
@@ -257,6 +273,7 @@ class SqlAuditQueries(AuditQueries):
     # ------------------------------------------------------------------ sessions
 
     def list_sessions(self, query: SessionFilter) -> SessionPage:
+        self._pass_barrier(None)
         conditions = _time_conditions(query.time_range)
         if query.id_contains:
             conditions.append(
@@ -304,6 +321,7 @@ class SqlAuditQueries(AuditQueries):
 
     def session_evidence(self, session_id: str) -> tuple[ShownEvidence, ...]:
         check_session_id(session_id)
+        self._pass_barrier(session_id)
         stmt = (
             select(*_EVIDENCE_COLUMNS, E.c.invocation_id, T.c.seq, T.c.step_id, T.c.started_at)
             .join(T, T.c.id == E.c.invocation_id)
@@ -340,6 +358,7 @@ class SqlAuditQueries(AuditQueries):
         cited = normalise_cited(document_ids)
         if not cited:
             return {}
+        self._pass_barrier(session_id)
         stmt = citation_sources_statement(session_id, cited)
         rows = self._run("verifying citations", lambda c: c.execute(stmt).mappings().all())
         found: dict[str, CitationSource] = {}
@@ -363,6 +382,7 @@ class SqlAuditQueries(AuditQueries):
         traffic: Traffic | None = Traffic.PRODUCTION,
     ) -> tuple[DocumentCount, ...]:
         check_top_limit(limit)
+        self._pass_barrier(None)
         times = func.count().label("times")
         stmt = (
             select(
@@ -397,6 +417,7 @@ class SqlAuditQueries(AuditQueries):
         traffic: Traffic | None = Traffic.PRODUCTION,
     ) -> QualitySummary:
         check_top_limit(top_n)
+        self._pass_barrier(None)
         where = and_(True, *_time_conditions(time_range, traffic))
 
         def count_if(condition: ColumnElement[bool]) -> Any:

@@ -1,4 +1,14 @@
-"""The recorder's local durable spool: JSON lines, fsync'd, replayed in order.
+"""The recorder's local journal (the spool): JSON lines, durable, moved to SQL in order.
+
+Every record is appended here before ``record`` returns, whether the database is up or
+not: the journal is the write-ahead log of the audit store, and the spool of the records
+an outage keeps back is the same file. Durability is ``fsync`` (each append is on disk
+before it returns; appends that several threads make at once share one ``fsync``: group
+commit) or ``process`` (written to the operating system, no ``fsync``: survives the
+process being killed, not a power cut). Once the recorder has moved every entry into the
+database the file is truncated (no ``fsync`` needed: an entry that reappears after a crash
+is already stored and its replay is a no-op); while some are still pending it is rewritten
+once enough moved entries have piled up.
 
 Each line is ``<crc32 hex> <json>``; the checksum catches a line damaged on disk and a
 line cut short by a crash mid-write. A line that fails to decode is copied to
@@ -28,16 +38,19 @@ import json
 import logging
 import os
 import threading
+import time
 import uuid
 import zlib
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import StrEnum
+from itertools import islice
 from pathlib import Path
 from typing import IO, Any
 
-from lookup_knowledge.adapters.audit.codec import clean_invocation, from_json, to_json
+from lookup_knowledge.adapters.audit.codec import from_json, to_json
 from lookup_knowledge.adapters.private_files import open_private_append, private_directory
 from lookup_knowledge.application.ports import ToolInvocation
 from lookup_knowledge.domain.errors import AuditError, ConfigurationError
@@ -54,16 +67,29 @@ SPOOL_PREFIX = "spool-"
 SPOOL_SUFFIX = ".jsonl"
 REJECTED_NAME = "rejected.jsonl"
 _SCAN_ATTEMPTS = 3
+REWRITE_AFTER = 1024  # moved entries left in a file that still holds pending ones
 
 
-@dataclass(frozen=True, slots=True)
+class EntryState(StrEnum):
+    PENDING = "pending"
+    STORED = "stored"  # in the database (written now, or found there already)
+    REJECTED = "rejected"  # set aside in rejected.jsonl
+
+
+@dataclass(slots=True, eq=False)
 class SpoolEntry:
     line: str
     invocation: ToolInvocation
+    state: EntryState = EntryState.PENDING
+    at: float = field(default_factory=time.monotonic)  # when it was journaled here
 
     @property
     def session_id(self) -> str:
         return self.invocation.session_id
+
+
+class SpoolClosed(AuditError):
+    """An append to a journal that was closed meanwhile (the recorder is shutting down)."""
 
 
 def encode(invocation: ToolInvocation) -> str:
@@ -133,7 +159,7 @@ def _try_lock(handle: IO[Any]) -> bool:
 
 
 class Spool:
-    """Thread-compatible (the recorder serialises access); durable on every append."""
+    """Thread-safe; every append durable (``fsync`` True: on disk, group-committed)."""
 
     def __init__(self, directory: str | os.PathLike[str], *, fsync: bool = True) -> None:
         self.directory = Path(directory)
@@ -142,9 +168,15 @@ class Spool:
         self._entries: deque[SpoolEntry] = deque()
         self._handle: IO[str] | None = None
         self._dirty = False
+        self._stale = 0  # entries gone from ``_entries`` but still in the file
         self._rejected = 0
         self._closed = False
         self._lock = threading.RLock()
+        # Taken before ``_lock`` (never after it): whoever fsyncs the file, or replaces or
+        # truncates it, holds it, so an fsync never meets a handle closed under it.
+        self._sync_lock = threading.RLock()
+        self._written = 0  # appends so far
+        self._synced = 0  # appends known to be on disk
         try:
             private_directory(self.directory, key="audit.spool-dir")
         except ConfigurationError as error:
@@ -229,21 +261,58 @@ class Spool:
         with self._lock:
             return self._entries[0] if self._entries else None
 
+    def head_batch(self, limit: int) -> list[SpoolEntry]:
+        """Up to ``limit`` entries from the head, oldest first (still pending)."""
+        with self._lock:
+            return list(islice(self._entries, limit))
+
     # ------------------------------------------------------------------ writing
 
-    def append(self, invocation: ToolInvocation) -> None:
-        """Durably append one record; raises ``AuditError`` when the disk refuses or the
-        spool is closed."""
-        self._append_all([invocation])
+    def append(self, invocation: ToolInvocation) -> SpoolEntry:
+        """Durably append one record; raises ``SpoolClosed`` when the spool is closed and
+        ``AuditError`` when the disk refuses.
 
-    def _append_all(self, invocations: Iterable[ToolInvocation]) -> None:
-        """Durably append records (one fsync for all of them)."""
-        entries = [SpoolEntry(encode(i), i) for i in invocations]
+        The write happens under the lock; the ``fsync`` after it, outside: the first
+        thread to get there syncs what every thread has written so far (group commit).
+        """
+        entry = SpoolEntry(encode(invocation), invocation)
+        with self._lock:
+            if self._closed:
+                raise SpoolClosed(f"the audit spool {self.path} is closed")
+            try:
+                handle = self._handle or self._open_own()
+                handle.write(entry.line)
+                handle.flush()
+            except OSError as error:
+                raise AuditError(f"cannot write the audit spool {self.path}: {error}") from error
+            self._entries.append(entry)
+            self._written += 1
+            ticket = self._written
+        if self._fsync:
+            self._sync(ticket)
+        return entry
+
+    def _sync(self, ticket: int) -> None:
+        with self._sync_lock:
+            if self._synced >= ticket:
+                return  # another thread's fsync covered this append
+            with self._lock:
+                target, handle = self._written, self._handle
+            if handle is None:  # pragma: no cover - only replaced under _sync_lock
+                return
+            try:
+                os.fsync(handle.fileno())
+            except OSError as error:
+                raise AuditError(f"cannot sync the audit spool {self.path}: {error}") from error
+            self._synced = max(self._synced, target)
+
+    def _append_entries(self, entries: list[SpoolEntry]) -> None:
+        """Durably append entries (one fsync for all of them); under ``_lock``."""
         if not entries:
             return
         with self._lock:
             if self._closed:
-                raise AuditError(f"the audit spool {self.path} is closed")
+                raise SpoolClosed(f"the audit spool {self.path} is closed")
             try:
                 handle = self._handle or self._open_own()
                 handle.writelines(e.line for e in entries)
@@ -253,17 +322,29 @@ class Spool:
             except OSError as error:
                 raise AuditError(f"cannot write the audit spool {self.path}: {error}") from error
             self._entries.extend(entries)
+            self._written += len(entries)
+            self._synced = max(self._synced, self._written)
 
     def pop_head(self, entry: SpoolEntry) -> None:
         """Forget ``entry`` (now in the database); the file catches up on ``compact``."""
+        self.pop_entries([entry])
+
+    def pop_entries(self, entries: Iterable[SpoolEntry]) -> None:
+        """Forget ``entries``, the head of the journal in order (now in the database)."""
         with self._lock:
-            if self._entries and self._entries[0] is entry:
+            for entry in entries:
+                if not self._entries or self._entries[0] is not entry:
+                    break
                 self._entries.popleft()
+                if entry.state is EntryState.PENDING:
+                    entry.state = EntryState.STORED
+                self._stale += 1
                 self._dirty = True
 
     def reject_head(self, entry: SpoolEntry, reason: str) -> None:
         with self._lock:
             self.reject(entry.line, reason, self.path.name)
+            entry.state = EntryState.REJECTED
             self.pop_head(entry)
 
     def reject(self, line: str, reason: str, source: str) -> None:
@@ -295,14 +376,17 @@ class Spool:
             )
             logger.error("rejected audit spool line: %s", line.rstrip("\n"))
 
-    def compact(self) -> None:
-        """Rewrite the own file to hold exactly the pending entries (atomic replace)."""
-        with self._lock:
+    def compact(self, *, force: bool = True) -> None:
+        """Make the own file hold exactly the pending entries: truncated when none is
+        left, else rewritten (atomic replace), unless ``force`` is False and fewer than
+        ``REWRITE_AFTER`` moved entries are still in it."""
+        with self._sync_lock, self._lock:
             if not self._dirty or self._closed:
                 return
             if not self._entries:
-                self._drop_own()
-                self._dirty = False
+                self._truncate_own()
+                return
+            if not force and self._stale < REWRITE_AFTER:
                 return
             tmp = self.directory / f".tmp-{self._token}-{uuid.uuid4().hex}"
             try:
@@ -329,6 +413,22 @@ class Spool:
             if old is not None:
                 old.close()
             self._dirty = False
+            self._stale = 0
+            self._synced = self._written  # every pending entry is in the synced new file
+
+    def _truncate_own(self) -> None:
+        """Empty the own file (every entry is in the database). No fsync: if the crash
+        comes first, the entries reappear and their replay is a no-op."""
+        if self._handle is not None:
+            try:
+                self._handle.flush()
+                os.ftruncate(self._handle.fileno(), 0)
+            except OSError:
+                logger.exception("cannot truncate the audit spool %s", self.path)
+                return
+        self._dirty = False
+        self._stale = 0
+        self._synced = self._written
 
     def _open_own(self) -> IO[str]:
         tmp = self.directory / f".tmp-{self._token}-{uuid.uuid4().hex}"
@@ -373,7 +473,7 @@ class Spool:
     def _adopt(self, *paths: Path) -> int:
         """Adopt those of ``paths`` that are orphans, merged in ``started_at`` order."""
         with self._lock:
-            orphans: list[tuple[Path, IO[str], list[ToolInvocation]]] = []
+            orphans: list[tuple[Path, IO[str], list[SpoolEntry]]] = []
             try:
                 for path in paths:
                     handle = self._lock_orphan(path)
@@ -383,10 +483,15 @@ class Spool:
                     orphans[-1][2].extend(self._read_orphan(path, handle))
                 # Oldest first; each file keeps its own order, ties go to the older file.
                 orphans.sort(
-                    key=lambda o: (o[2][0].started_at.timestamp() if o[2] else 0.0, o[0].name)
+                    key=lambda o: (
+                        o[2][0].invocation.started_at.timestamp() if o[2] else 0.0,
+                        o[0].name,
+                    )
                 )
-                merged = heapq.merge(*(o[2] for o in orphans), key=lambda i: i.started_at)
-                self._append_all(merged)  # durable here before the orphans go
+                merged = heapq.merge(
+                    *(o[2] for o in orphans), key=lambda e: e.invocation.started_at
+                )
+                self._append_entries(list(merged))  # durable here before the orphans go
                 for path, _, _ in orphans:
                     path.unlink(missing_ok=True)
                 if orphans and self._fsync:
@@ -432,20 +537,22 @@ class Spool:
             raise
         return handle
 
-    def _read_orphan(self, path: Path, handle: IO[str]) -> list[ToolInvocation]:
-        good: list[ToolInvocation] = []
+    def _read_orphan(self, path: Path, handle: IO[str]) -> list[SpoolEntry]:
+        """The sound lines, kept as they are (a recorder journals only cleaned records,
+        and the checksum vouches for the line): adopting does not encode them again."""
+        good: list[SpoolEntry] = []
         for number, line in enumerate(handle, 1):
             if not line.strip():
                 continue
             try:
-                good.append(clean_invocation(decode(line)))
+                good.append(SpoolEntry(line, decode(line)))
             except ValueError as reason:
                 self.reject(line, f"line {number}: {reason}", path.name)
         return good
 
     def close(self) -> None:
         """Release the file: removed when empty, left for adoption when not."""
-        with self._lock:
+        with self._sync_lock, self._lock:
             if self._closed:
                 return
             self.compact()

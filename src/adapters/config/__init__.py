@@ -11,6 +11,7 @@ from lookup_knowledge.adapters.config.loading import LoadedSettings, load_settin
 from lookup_knowledge.adapters.config.properties import parse_properties
 from lookup_knowledge.adapters.config.redaction import mask_url
 from lookup_knowledge.adapters.config.settings import (
+    AuditDurability,
     EmbedderProvider,
     SearchBackend,
     ServerSettings,
@@ -21,6 +22,7 @@ from lookup_knowledge.adapters.config.settings import (
 __all__ = [
     "CONFIG_FILE_ENV",
     "ENV_PREFIX",
+    "AuditDurability",
     "EmbedderProvider",
     "LoadedSettings",
     "SearchBackend",

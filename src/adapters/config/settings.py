@@ -135,6 +135,11 @@ class SearchBackend(StrEnum):
     MEMORY = "memory"
 
 
+class AuditDurability(StrEnum):
+    FSYNC = "fsync"
+    PROCESS = "process"
+
+
 class EmbedderProvider(StrEnum):
     ONNX_MINILM = "onnx-minilm"
     OPENAI = "openai"
@@ -607,7 +612,15 @@ class AuditSettings(_Section):
     )
     spool_dir: OptionalPath = Field(
         default=None,
-        description="Where records wait while the audit database is unreachable.",
+        description="Folder of the local audit journal: every record is written there "
+        "before the lookup returns and moved into the database in the background; it "
+        "also keeps records while the database is unreachable.",
+    )
+    durability: AuditDurability = Field(
+        default=AuditDurability.FSYNC,
+        description="How durable a record is when the lookup returns: fsync (on disk: "
+        "survives a crash of the machine) or process (handed to the operating system, "
+        "no fsync: survives the process being killed, not a power cut).",
     )
     auto_migrate: bool = Field(default=True, description="Upgrade the audit schema on start-up.")
     keep_shown_text: bool = Field(

@@ -6,8 +6,9 @@ fake) receives only records the SQL store can keep. The limits are shared by eve
 implementation, so the fake and the SQL store accept and reject exactly the same
 records and queries.
 
-Records written by a recorder may still sit in its local spool (the database was
-unreachable); readers flush first and report what is still pending.
+Records written by a recorder may still sit in its local journal (not moved into the
+database yet, or the database was unreachable); readers flush first and report what is
+still pending.
 """
 
 from __future__ import annotations
@@ -43,7 +44,12 @@ STATUSES = frozenset(s.value for s in InvocationStatus)
 
 class RecordOutcome(StrEnum):
     COMMITTED = "committed"  # in the database
-    SPOOLED = "spooled"  # durably in the local spool, replayed later
+    # Durably in the local journal; the background writer moves it into the database
+    # (readers flush first, so they see it).
+    JOURNALED = "journaled"
+    # Durably in the local journal while the database is unreachable (or refused it),
+    # moved once it is back.
+    SPOOLED = "spooled"
     DISABLED = "disabled"  # recording is switched off by configuration
 
 
@@ -108,10 +114,12 @@ class ToolInvocation:
 
 
 class ToolInvocationRecorder(ABC):
-    """Persists invocations. ``record`` returns once the record is durable.
+    """Persists invocations. ``record`` returns once the record is durable (in the
+    store, or in a local journal that is moved into it later).
 
-    It must not raise for a storage failure: it spools the record instead and counts
-    the failure. It may raise ``AuditError`` only when even the spool is unwritable.
+    It must not raise for a storage failure: it keeps the record in its journal and
+    counts the failure. It may raise ``AuditError`` only when even the journal is
+    unwritable. ``flush`` is the barrier every reader of the store passes first.
     """
 
     @abstractmethod
@@ -119,7 +127,7 @@ class ToolInvocationRecorder(ABC):
 
     @abstractmethod
     def flush(self, session_id: str | None = None, timeout_s: float = 10.0) -> bool:
-        """Replay spooled records; True when none (of that session) remain pending."""
+        """Move pending records into the store; True when none (of that session) remain."""
 
     @abstractmethod
     def pending_count(self, session_id: str | None = None) -> int: ...

@@ -1,6 +1,7 @@
 """The recorder loses nothing: outages, restarts, corrupt spool lines, retries, poison.
 
-Outages are real: on SQLite another connection holds the write lock (the recorder's
+Outages are real (``tests/support/audit_outage.py``, the ``db`` fixture of this folder's
+conftest): on SQLite another connection holds the write lock (the recorder's
 ``BEGIN IMMEDIATE`` times out); on PostgreSQL the recorder talks through a TCP proxy that
 the test cuts (pooled connections die, new ones are refused) and restores.
 """
@@ -10,97 +11,30 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO
 
 import pytest
 from sqlalchemy import Connection, Engine, func, select, text
-from sqlalchemy.engine import URL
 
 from lookup_knowledge.adapters.audit import (
     SqlAuditQueries,
     SqlToolInvocationRecorder,
     create_audit_engine,
-    upgrade_database,
 )
 from lookup_knowledge.adapters.audit import spool as spool_module
 from lookup_knowledge.adapters.audit.models import invocation_evidence, tool_invocation
 from lookup_knowledge.adapters.audit.spool import Spool, decode, encode
-from lookup_knowledge.application.ports import InvocationFilter, RecordOutcome, ToolInvocation
+from lookup_knowledge.application.ports import InvocationFilter, RecordOutcome
 from lookup_knowledge.application.verify_citations import VerifyCitations
 from lookup_knowledge.domain.errors import AuditError
 from tests.support.audit_data import evidence, invocation, session
-from tests.support.postgres import POSTGRES
-from tests.support.tcp_proxy import TcpProxy, closed_port
-
-
-class Outage(Protocol):
-    def go_away(self) -> None: ...
-    def come_back(self) -> None: ...
-
-
-@dataclass
-class Database:
-    name: str
-    engine: Engine  # what the recorder uses (may be cut)
-    direct: Engine  # always reachable: for assertions
-    outage: Outage
-
-
-class SqliteLock:
-    """Another process-like connection holding the write lock."""
-
-    def __init__(self, path: Path) -> None:
-        self._path = path
-        self._conn: sqlite3.Connection | None = None
-
-    def go_away(self) -> None:
-        self._conn = sqlite3.connect(self._path, isolation_level=None, timeout=5)
-        self._conn.execute("BEGIN EXCLUSIVE")
-
-    def come_back(self) -> None:
-        if self._conn is not None:
-            self._conn.execute("ROLLBACK")
-            self._conn.close()
-            self._conn = None
-
-
-class ProxyCut:
-    def __init__(self, proxy: TcpProxy) -> None:
-        self._proxy = proxy
-
-    def go_away(self) -> None:
-        self._proxy.stop()
-
-    def come_back(self) -> None:
-        self._proxy.start()
-
-
-@pytest.fixture(params=["sqlite", POSTGRES])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
-    if request.param == "sqlite":
-        path = tmp_path / "audit.db"
-        engine = create_audit_engine(f"sqlite:///{path}", sqlite_busy_timeout_ms=50)
-        upgrade_database(engine)
-        yield Database("sqlite", engine, engine, SqliteLock(path))
-        engine.dispose()
-        return
-    url: URL = request.getfixturevalue("postgres_audit_url")
-    proxy = TcpProxy(url.host or "127.0.0.1", url.port or 5432)
-    proxy.start()
-    engine = create_audit_engine(url.set(host="127.0.0.1", port=proxy.port), connect_timeout_s=2)
-    direct = create_audit_engine(url)
-    try:
-        yield Database("postgresql", engine, direct, ProxyCut(proxy))
-    finally:
-        proxy.stop()
-        engine.dispose()
-        direct.dispose()
+from tests.support.audit_outage import Database
+from tests.support.tcp_proxy import closed_port
 
 
 def recorder_for(engine: Engine, spool: Path, **kw: object) -> SqlToolInvocationRecorder:
@@ -128,7 +62,9 @@ def evidence_count(conn: Connection, sid: str) -> int:
 
 
 def spool_files(directory: Path) -> list[Path]:
-    return sorted(directory.glob("spool-*.jsonl"))
+    """The journal files that hold records: a live recorder keeps its own file open and
+    truncates it once everything in it is in the database; ``close`` removes it."""
+    return sorted(p for p in directory.glob("spool-*.jsonl") if p.stat().st_size)
 
 
 # --------------------------------------------------------------------------- outage
@@ -165,7 +101,7 @@ def test_outage_loses_nothing_and_keeps_order(db: Database, tmp_path: Path) -> N
     assert stored(db.direct, sid) == [(r.id, i) for i, r in enumerate(records, 1)]
     with db.direct.connect() as conn:
         assert evidence_count(conn, sid) == 20
-    assert spool_files(tmp_path / "spool") == []  # the spool file is gone once empty
+    assert spool_files(tmp_path / "spool") == []  # the journal is emptied once all is stored
     report = VerifyCitations(SqlAuditQueries(db.direct), recorder).execute(sid, ["d5#chunk-0"])
     assert report.valid_ids == ("d5#chunk-0",)
     assert report.conclusive
@@ -326,12 +262,12 @@ class StaleSeqRecorder(SqlToolInvocationRecorder):
 
     stale_reads = 1
 
-    def _next_seq(self, conn: Connection, invocation: ToolInvocation) -> int | None:
-        seq = super()._next_seq(conn, invocation)
-        if self.stale_reads and seq is not None:
+    def _next_seqs(self, conn: Connection, sessions: list[str]) -> dict[str, int]:
+        highest = super()._next_seqs(conn, sessions)
+        if self.stale_reads:
             self.stale_reads -= 1
-            return 1
-        return seq
+            return {}  # as if the session had no record yet: seq 1 again
+        return highest
 
 
 def test_a_seq_conflict_is_retried_not_spooled(db: Database, tmp_path: Path) -> None:
@@ -393,7 +329,7 @@ def test_a_record_the_database_always_refuses_is_set_aside_not_retried_forever(
         _drop_poison_rule(db)
     assert recorder.pending_count() == 0
     assert recorder.rejected_count() == 1
-    assert recorder.failure_count() == 2  # the write and the replay
+    assert recorder.failure_count() == 1  # one attempt: refused for good, set aside
     assert stored(db.direct, sid) == [(ok.id, 1)]
     kept = json.loads((spool / "rejected.jsonl").read_text().splitlines()[0])
     assert decode(kept["line"]).id == poison.id  # kept, recoverable
