@@ -9,7 +9,10 @@ are written as escaped string literals. Rules:
   line-break/tab control characters escaped; other control characters, NUL and lone
   surrogates are rejected (``InvalidInputError``): they cannot be stored in a field
   either, so no row could match them;
-- integers are written with ``int()`` formatting only (booleans rejected).
+- integers are written with ``int()`` formatting only (booleans rejected);
+- the access filter (``access_filter``) is written here too, from an ``AccessScope``:
+  tenant and group names are values like any other (quotes, backslashes and
+  ``or 1==1`` stay inside their literal).
 
 User text is never pasted into an expression: it is always a value passed through here.
 """
@@ -18,10 +21,27 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from lookup_knowledge.domain.access import AccessScope
 from lookup_knowledge.domain.errors import InvalidInputError, SearchBadRequest
 
+#: The access fields (schema version 3).
+TENANT_FIELD = "tenant"
+GROUPS_FIELD = "allowed_groups"
+PUBLIC_FIELD = "access_public"
+
 FILTERABLE_FIELDS = frozenset(
-    {"evidence_key", "doc_id", "chunk_index", "category", "source", "source_type", "title"}
+    {
+        "evidence_key",
+        "doc_id",
+        "chunk_index",
+        "category",
+        "source",
+        "source_type",
+        "title",
+        TENANT_FIELD,
+        GROUPS_FIELD,
+        PUBLIC_FIELD,
+    }
 )
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -81,3 +101,43 @@ def all_of(expressions: Iterable[str | None]) -> str:
     """AND of the non-empty expressions, each parenthesised; "" when there are none."""
     parts = [f"({e})" for e in expressions if e]
     return " and ".join(parts)
+
+
+def is_true(name: str) -> str:
+    return f"{field_name(name)} == true"
+
+
+def array_empty(name: str) -> str:
+    return f"array_length({field_name(name)}) == 0"
+
+
+def array_contains_any(name: str, values: Sequence[str]) -> str:
+    if not values:
+        raise InvalidInputError(f"empty value list for {name}")
+    literals = ", ".join(string_literal(v) for v in values)
+    return f"array_contains_any({field_name(name)}, [{literals}])"
+
+
+def any_of(expressions: Iterable[str | None]) -> str:
+    """OR of the non-empty expressions, each parenthesised; "" when there are none."""
+    parts = [f"({e})" for e in expressions if e]
+    return " or ".join(parts)
+
+
+def access_filter(scope: AccessScope) -> str | None:
+    """The expression that keeps only rows ``scope`` may see (``domain.access.can_see``),
+    or None when access control is off. Fail closed: without a principal only rows
+    marked public match; a row without a tenant matches only when public."""
+    if not scope.enforced:
+        return None
+    public = is_true(PUBLIC_FIELD)
+    principal = scope.principal
+    if principal is None:
+        return public
+    groups = principal.sorted_groups
+    audience = (
+        any_of([array_empty(GROUPS_FIELD), array_contains_any(GROUPS_FIELD, groups)])
+        if groups
+        else array_empty(GROUPS_FIELD)
+    )
+    return any_of([public, all_of([eq(TENANT_FIELD, principal.tenant), audience])])

@@ -116,6 +116,13 @@ class KnowledgeSearchPort(ABC):
     @abstractmethod
     def capabilities(self) -> SearchCapabilities: ...
 
+    def document_access(self, document_ids: Sequence[str]) -> dict[str, tuple[DocumentAccess, ...]]:
+        """For each agent-facing ``document_id`` (``doc_id#chunk-N``) the store holds, the
+        access metadata of every row that has it (one per tenant holding that path);
+        ids the store does not hold are absent. Unrestricted: for verifiers, which ask
+        whether a cited id was visible to a session. Engines without it answer {}."""
+        return {}
+
     def search_parameters(self) -> Mapping[str, object]:
         """Analysis, index and search parameters in force, for the retrieval trace."""
         return {}
