@@ -11,7 +11,9 @@ keeps as they are on Lite and on a server. ``text`` stays the original for displ
 
 Access control (schema version 3): ``tenant`` (the partition key: Milvus Lite and
 servers 2.2.9+ support one; searches filtered by tenant prune partitions),
-``allowed_groups`` (ARRAY of VARCHAR) and ``access_public`` (BOOL). A tenant's rows are
+``allowed_groups`` (ARRAY of VARCHAR, what a hit reports), ``allowed_groups_key``
+(the same groups as the filter matches them, see ``filters.py``) and ``access_public``
+(BOOL). A tenant's rows are
 keyed ``storage_key(tenant, evidence_key)`` (``domain/access.py``) so two tenants can
 hold the same doc paths; the agent-facing id still comes from doc_id and chunk_index.
 A version-2 collection (before access control) is still read and written while
@@ -31,7 +33,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lookup_knowledge.adapters.milvus.filters import GROUPS_FIELD, PUBLIC_FIELD, TENANT_FIELD
+from lookup_knowledge.adapters.milvus.filters import (
+    GROUPS_FIELD,
+    GROUPS_KEY_FIELD,
+    PUBLIC_FIELD,
+    TENANT_FIELD,
+)
 from lookup_knowledge.application.ports import EmbedderIdentity
 from lookup_knowledge.domain.access import MAX_DOCUMENT_GROUPS
 from lookup_knowledge.domain.errors import SchemaMismatch
@@ -49,6 +56,7 @@ SOURCE_TYPE = "source_type"
 SOURCE_NAME = "source_name"  # the ingest source that owns the row's document
 TENANT = TENANT_FIELD
 ALLOWED_GROUPS = GROUPS_FIELD
+ALLOWED_GROUPS_KEY = GROUPS_KEY_FIELD  # the groups as the filter matches them
 ACCESS_PUBLIC = PUBLIC_FIELD
 TEXT = "text"
 BM25_TEXT = "bm25_text"
@@ -83,6 +91,7 @@ MAX_BYTES: Mapping[str, int] = {
     PK: 2800,  # 2200 in version 2; a tenant's key adds the tenant (<= 512 bytes) + 2
     TENANT: 512,
     ALLOWED_GROUPS: 512,  # per element
+    ALLOWED_GROUPS_KEY: 65535,  # 64 groups of <= 512 bytes, base64 (684) + 2 tabs each
     DOC_ID: 2048,
     CATEGORY: 512,
     SOURCE: 2048,
@@ -101,6 +110,7 @@ ACCESS_FIELDS = (TENANT, ALLOWED_GROUPS, ACCESS_PUBLIC)
 _ACCESS_TYPES: Mapping[str, str] = {
     TENANT: "VARCHAR",
     ALLOWED_GROUPS: "ARRAY",
+    ALLOWED_GROUPS_KEY: "VARCHAR",
     ACCESS_PUBLIC: "BOOL",
 }
 
@@ -363,6 +373,9 @@ def build_schema(
         element_type=DataType.VARCHAR,
         max_capacity=MAX_DOCUMENT_GROUPS,
         max_length=MAX_BYTES[ALLOWED_GROUPS],
+    )
+    schema.add_field(
+        ALLOWED_GROUPS_KEY, DataType.VARCHAR, max_length=MAX_BYTES[ALLOWED_GROUPS_KEY]
     )
     schema.add_field(ACCESS_PUBLIC, DataType.BOOL)
     schema.add_field(TEXT, DataType.VARCHAR, max_length=MAX_BYTES[TEXT])

@@ -277,6 +277,11 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
             "denseSearch": dense_search,
         }
 
+    def _access_filter(self, scope: AccessScope) -> str | None:
+        """The scope's filter; groups by LIKE on Lite (fast, no array read), by
+        ``array_contains_any`` on a server (before 2.4 it takes prefix patterns only)."""
+        return access_filter(scope, array_groups=not self._connection.is_lite)
+
     def _graph(self, index_type: str) -> bool:
         return index_type in _GRAPH_INDEXES or (
             index_type == "AUTOINDEX" and self._connection.is_lite
@@ -365,7 +370,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
                 return []  # longer than any stored category: nothing can match
             category = eq(CATEGORY, request.category_filter)
         # One expression for every pass of this request: category AND access.
-        expression = all_of([category, access_filter(request.access)])
+        expression = all_of([category, self._access_filter(request.access)])
         light = [*LIGHT_FIELDS, *ACCESS_FIELDS] if layout.access else list(LIGHT_FIELDS)
         output_fields = [*light, TEXT] if request.include_content else light
         self._collection.ensure_loaded()
@@ -584,7 +589,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
             return {}
         layout = self._collection.require_layout()
         refuse_without_access(layout, access, self._collection.where)
-        rule = access_filter(access)
+        rule = self._access_filter(access)
         self._collection.ensure_loaded()
         client = self._connection.client()
         out: dict[str, str] = {}

@@ -26,10 +26,11 @@ from typing import Any
 from lookup_knowledge.adapters.milvus.collection import KnowledgeCollection
 from lookup_knowledge.adapters.milvus.connection import MilvusConnection
 from lookup_knowledge.adapters.milvus.errors import DRIVER_ERRORS, translate_ingest
-from lookup_knowledge.adapters.milvus.filters import all_of, eq, in_list, not_in_list
+from lookup_knowledge.adapters.milvus.filters import all_of, eq, groups_key, in_list, not_in_list
 from lookup_knowledge.adapters.milvus.schema import (
     ACCESS_PUBLIC,
     ALLOWED_GROUPS,
+    ALLOWED_GROUPS_KEY,
     BM25_TEXT,
     BREADCRUMB,
     CATEGORY,
@@ -461,6 +462,7 @@ class MilvusKnowledgeStore(KnowledgeStore):
         if layout.access:
             row[TENANT] = access.tenant
             row[ALLOWED_GROUPS] = sorted(access.allowed_groups)
+            row[ALLOWED_GROUPS_KEY] = groups_key(access.allowed_groups)
             row[ACCESS_PUBLIC] = access.public
         if layout.bm25:
             row[BM25_TEXT] = fit_bytes(self._text.analyse(bm25_input(record)), MAX_BYTES[BM25_TEXT])

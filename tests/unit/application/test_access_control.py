@@ -116,7 +116,9 @@ def test_a_broken_engine_returning_another_tenants_chunk_is_caught_and_recorded(
     assert trace["access"]["droppedByCheck"] == 3
     assert trace["passes"][0]["accessDropped"] == 3
     dropped = {d["document_id"]: d["reason"] for d in trace["dropped"]}
-    assert dropped == dict.fromkeys(("kb/b.md#chunk-0", "kb/d.md#chunk-0", "kb/e.md#chunk-0"), ACCESS_DENIED)
+    assert dropped == dict.fromkeys(
+        ("kb/b.md#chunk-0", "kb/d.md#chunk-0", "kb/e.md#chunk-0"), ACCESS_DENIED
+    )
     record = fx.records[0]
     assert record.retrieval_details["retrievalTrace"]["access"]["droppedByCheck"] == 3
     assert {e.document_id for e in record.evidence} == shown
