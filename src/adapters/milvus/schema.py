@@ -374,9 +374,7 @@ def build_schema(
         max_capacity=MAX_DOCUMENT_GROUPS,
         max_length=MAX_BYTES[ALLOWED_GROUPS],
     )
-    schema.add_field(
-        ALLOWED_GROUPS_KEY, DataType.VARCHAR, max_length=MAX_BYTES[ALLOWED_GROUPS_KEY]
-    )
+    schema.add_field(ALLOWED_GROUPS_KEY, DataType.VARCHAR, max_length=MAX_BYTES[ALLOWED_GROUPS_KEY])
     schema.add_field(ACCESS_PUBLIC, DataType.BOOL)
     schema.add_field(TEXT, DataType.VARCHAR, max_length=MAX_BYTES[TEXT])
     if bm25:
