@@ -355,8 +355,13 @@ def build_schema(
     analyzer_params: Mapping[str, Any] | None,
     index_type: str,
     index_params: Mapping[str, Any] | None,
+    scalar_indexes: bool = True,
 ) -> tuple[Any, Any]:
-    """(schema, index params) for a new collection."""
+    """(schema, index params) for a new collection. ``scalar_indexes``: INVERTED indexes
+    on ``tenant`` and ``allowed_groups_key``, the fields every enforced search filters by
+    (on SciFact, Milvus Lite, they cut the filter's cost from ~20% to ~13% of a bare
+    search; servers before 2.4 have none, the store then creates the collection without).
+    """
     from pymilvus import DataType, Function, FunctionType
 
     schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
@@ -406,4 +411,7 @@ def build_schema(
         )
     if bm25:
         index.add_index(field_name=SPARSE, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
+    if scalar_indexes:
+        for name in (TENANT, ALLOWED_GROUPS_KEY):
+            index.add_index(field_name=name, index_type="INVERTED")
     return schema, index
