@@ -259,46 +259,32 @@ class MilvusKnowledgeStore(KnowledgeStore):
         )
         if embedder is not None:
             properties[EMBEDDER_PROPERTY] = embedder_property(embedder)
-        for scalar_indexes in (True, False):
-            schema, index = build_schema(
-                client,
-                dimension=dimension,
-                bm25=bm25,
-                analyzer_params=self._analyzer,
-                index_type=self._index_type,
-                index_params=self._index_params,
-                scalar_indexes=scalar_indexes,
+        schema, index = build_schema(
+            client,
+            dimension=dimension,
+            bm25=bm25,
+            analyzer_params=self._analyzer,
+            index_type=self._index_type,
+            index_params=self._index_params,
+        )
+        try:
+            client.create_collection(
+                self._collection.name,
+                schema=schema,
+                index_params=index,
+                consistency_level=self._consistency,
+                properties=properties,
+                timeout=max(self._connection.timeout_s, 60.0),
             )
+        except DRIVER_ERRORS as error:
+            # A server may create the collection and then fail on an index: leave
+            # nothing half-made behind.
             try:
-                client.create_collection(
-                    self._collection.name,
-                    schema=schema,
-                    index_params=index,
-                    consistency_level=self._consistency,
-                    properties=properties,
-                    timeout=max(self._connection.timeout_s, 60.0),
-                )
-                return
-            except DRIVER_ERRORS as error:
-                # A server may create the collection and then fail on an index: leave
-                # nothing half-made behind.
-                try:
-                    if client.has_collection(self._collection.name):
-                        client.drop_collection(self._collection.name)
-                except DRIVER_ERRORS:
-                    pass
-                if scalar_indexes and "index" in str(error).lower():
-                    # Servers before 2.4 have no INVERTED index: the access filter
-                    # scans there (correct, only slower).
-                    logger.info(
-                        "no scalar indexes on the access fields of %s (%s)",
-                        self._collection.name,
-                        " ".join(str(error).split())[:200],
-                    )
-                    continue
-                raise translate_ingest(
-                    error, "create_collection", self._collection.where
-                ) from error
+                if client.has_collection(self._collection.name):
+                    client.drop_collection(self._collection.name)
+            except DRIVER_ERRORS:
+                pass
+            raise translate_ingest(error, "create_collection", self._collection.where) from error
 
     def drop_collection(self) -> bool:
         """Drop the collection (for a re-ingest from scratch); True when it existed."""
@@ -351,8 +337,8 @@ class MilvusKnowledgeStore(KnowledgeStore):
         """Release and load (Lite): ``load`` builds or reads every segment's index. The
         background builder may be writing an index file at that moment, and a load that
         reads it half-written fails ("read error in ...idx"); a later attempt finds the
-        file complete (or the index attached), so the load is retried. The scalar
-        (INVERTED) index files of the access fields fail alike ("File is too small")."""
+        file complete (or the index attached), so the load is retried (Lite also words
+        it "File is too small")."""
         for attempt in range(1, attempts + 1):
             self._call("release_collection", client.release_collection, self._collection.name)
             try:
