@@ -99,7 +99,7 @@ def fit_bytes(value: str, max_bytes: int) -> str:
     return encoded[:max_bytes].decode("utf-8", "ignore")
 
 
-def _half_written(error: Exception) -> bool:
+def _half_written(error: BaseException) -> bool:
     """A Lite load that met an index file its background builder is still writing."""
     text = str(error)
     return "read error" in text or "File is too small" in text
