@@ -34,8 +34,11 @@ ERROR_TYPES = (
 )
 
 __all__ = [
+    "AccessMode",
     "CitedPassage",
+    "DocumentAccess",
     "LookupApp",
+    "Principal",
     "Settings",
     "anthropic_search_results",
     "anthropic_tool_result_content",
@@ -48,7 +51,11 @@ __all__ = [
 ]
 
 _FORMATS = "lookup_knowledge.application.agent_formats"
+_ACCESS = "lookup_knowledge.domain.access"
 _LAZY = {
+    "AccessMode": (_ACCESS, "AccessMode"),
+    "DocumentAccess": (_ACCESS, "DocumentAccess"),
+    "Principal": (_ACCESS, "Principal"),
     "CitedPassage": (_FORMATS, "CitedPassage"),
     "anthropic_search_results": (_FORMATS, "anthropic_search_results"),
     "anthropic_tool_result_content": (_FORMATS, "anthropic_tool_result_content"),

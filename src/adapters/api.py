@@ -42,6 +42,7 @@ from lookup_knowledge.application.ports import (
     ToolInvocationRecorder,
 )
 from lookup_knowledge.application.tool import anthropic_tool_schema, openai_tool_schema
+from lookup_knowledge.domain.access import DocumentAccess, Principal
 from lookup_knowledge.domain.errors import InvalidInputError, LookupKnowledgeError
 from lookup_knowledge.domain.model import SearchMode
 
@@ -117,9 +118,16 @@ class LookupApp:
         mode: SearchMode | str | None = None,
         category: str | None = None,
         tool_call_id: str | None = None,
+        principal: Principal | None = None,
     ) -> LookupResult:
-        """The typed result (``.to_tool_json()`` is what the agent receives)."""
-        options = LookupOptions(mode=_mode(mode), category=category, tool_call_id=tool_call_id)
+        """The typed result (``.to_tool_json()`` is what the agent receives).
+
+        ``principal`` is who the lookup is for (tenant, user, groups), from the host's
+        own authentication, never from the agent; under ``access.mode=enforced`` a
+        lookup without one sees only documents marked public."""
+        options = LookupOptions(
+            mode=_mode(mode), category=category, tool_call_id=tool_call_id, principal=principal
+        )
         with self._call():
             return self._lookup.execute(
                 query, session_id=session_id, step_id=step_id, options=options
@@ -134,6 +142,7 @@ class LookupApp:
         mode: SearchMode | str | None = None,
         category: str | None = None,
         tool_call_id: str | None = None,
+        principal: Principal | None = None,
     ) -> dict[str, Any]:
         """Run ``lookup_knowledge(query)`` and return the tool JSON (a dict)."""
         return self.lookup_result(
@@ -143,6 +152,7 @@ class LookupApp:
             mode=mode,
             category=category,
             tool_call_id=tool_call_id,
+            principal=principal,
         ).to_tool_json()
 
     async def alookup_result(
@@ -154,6 +164,7 @@ class LookupApp:
         mode: SearchMode | str | None = None,
         category: str | None = None,
         tool_call_id: str | None = None,
+        principal: Principal | None = None,
     ) -> LookupResult:
         """``lookup_result`` for asyncio hosts: runs on the app's worker pool."""
         call = partial(
@@ -164,6 +175,7 @@ class LookupApp:
             mode=mode,
             category=category,
             tool_call_id=tool_call_id,
+            principal=principal,
         )
         return await self._in_pool(call)
 
@@ -176,6 +188,7 @@ class LookupApp:
         mode: SearchMode | str | None = None,
         category: str | None = None,
         tool_call_id: str | None = None,
+        principal: Principal | None = None,
     ) -> dict[str, Any]:
         """``lookup`` for asyncio hosts: runs on the app's worker pool, not the loop."""
         result = await self.alookup_result(
@@ -185,6 +198,7 @@ class LookupApp:
             mode=mode,
             category=category,
             tool_call_id=tool_call_id,
+            principal=principal,
         )
         return result.to_tool_json()
 
@@ -201,6 +215,9 @@ class LookupApp:
         progress: Callable[[IngestProgress], None] | None = None,
         source_name: str | None = None,
         dry_run: bool = False,
+        tenant: str | None = None,
+        allowed_groups: Sequence[str] = (),
+        public: bool = False,
     ) -> IngestReport:
         """Ingest Markdown / text / HTML files and folders; idempotent per content hash.
 
@@ -208,9 +225,16 @@ class LookupApp:
         root's folder name; a folder inside an ingested source joins it), whose name
         prefixes its doc_ids. ``sync`` deletes only that source's documents that are
         gone; a document another source owns is never replaced (``IngestConflict``).
-        ``dry_run`` writes nothing and returns the plan (``report.plan``)."""
+        ``dry_run`` writes nothing and returns the plan (``report.plan``).
+        ``tenant``, ``allowed_groups`` and ``public`` are the access metadata of every
+        document that does not set its own in front matter (see ``access.mode``)."""
         source: DocumentSource = self._container.document_source(
-            paths, root=root, category=category, doc_id=doc_id, source_name=source_name
+            paths,
+            root=root,
+            category=category,
+            doc_id=doc_id,
+            source_name=source_name,
+            access=document_access(tenant, allowed_groups, public),
         )
         return self.ingest_source(source, sync=sync, progress=progress, dry_run=dry_run)
 
@@ -231,11 +255,20 @@ class LookupApp:
             )
         return report
 
-    def verify_citations(self, session_id: str, document_ids: Sequence[str]) -> CitationReport:
-        """EvidenceGuard: which cited document_ids were really returned in the session."""
+    def verify_citations(
+        self,
+        session_id: str,
+        document_ids: Sequence[str],
+        *,
+        groups: Sequence[str] | None = None,
+    ) -> CitationReport:
+        """EvidenceGuard: which cited document_ids were really returned in the session;
+        under access control, which of the others the session's principal could not see
+        (``forbidden``). ``groups``: the principal's groups, checked against the digest
+        recorded (without them a group-restricted document counts as not visible)."""
         with self._call():
             report: CitationReport = self._container.verify_citations().execute(
-                session_id, document_ids
+                session_id, document_ids, groups=groups
             )
         return report
 
@@ -250,6 +283,9 @@ class LookupApp:
         progress: Callable[[IngestProgress], None] | None = None,
         source_name: str | None = None,
         dry_run: bool = False,
+        tenant: str | None = None,
+        allowed_groups: Sequence[str] = (),
+        public: bool = False,
     ) -> IngestReport:
         """``ingest`` for asyncio hosts, on the app's worker pool (``progress`` is called
         from that worker thread)."""
@@ -263,6 +299,9 @@ class LookupApp:
             progress=progress,
             source_name=source_name,
             dry_run=dry_run,
+            tenant=tenant,
+            allowed_groups=allowed_groups,
+            public=public,
         )
         return await self._in_pool(call)
 
@@ -409,6 +448,17 @@ class LookupApp:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def document_access(
+    tenant: str | None, allowed_groups: Sequence[str] = (), public: bool = False
+) -> DocumentAccess:
+    """The access metadata of ingest arguments (validated: ``InvalidInputError``)."""
+    if isinstance(allowed_groups, str):
+        raise InvalidInputError("allowed_groups must be a list of group names, not one string")
+    if not isinstance(public, bool):
+        raise InvalidInputError(f"public must be True or False, not {public!r}")
+    return DocumentAccess(tenant or "", frozenset(allowed_groups), public)
 
 
 def _mode(mode: SearchMode | str | None) -> SearchMode | None:

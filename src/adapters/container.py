@@ -53,6 +53,7 @@ from lookup_knowledge.adapters.runtime import (
 )
 from lookup_knowledge.adapters.telemetry import OpenTelemetryTelemetry
 from lookup_knowledge.adapters.text import SnowballJiebaAnalyzer
+from lookup_knowledge.application.access_check import CitationAccess
 from lookup_knowledge.application.answer_check import CheckAnswer
 from lookup_knowledge.application.evaluation import Replay, RunEval
 from lookup_knowledge.application.health import CheckHealth
@@ -367,7 +368,7 @@ class Container(containers.DeclarativeContainer):
         embedder=embedder,
         settings=providers.Callable(_ingest_settings, settings),
     )
-    verify_citations = providers.Factory(VerifyCitations, audit_queries, recorder)
+    verify_citations = providers.Factory(VerifyCitations, audit_queries, recorder, search=search)
     # Called with the paths and options of one ingest run.
     document_source = providers.Factory(FileDocumentSource)
     audit_schema = providers.Factory(AlembicAuditSchema, providers.Callable(_audit_url, settings))
@@ -413,6 +414,7 @@ class Container(containers.DeclarativeContainer):
         embedder=providers.Callable(_check_embedder, settings, embedder),
         judge=claim_judge,
         settings=providers.Callable(lambda s: s.to_answer_check_settings(), settings),
+        access=providers.Factory(CitationAccess, audit_queries, search),
     )
 
     ranking_metrics = providers.Factory(_ranking_metrics)

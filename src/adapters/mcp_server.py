@@ -40,6 +40,12 @@ HTTP at ``/mcp``; each MCP session there is its own audit session. It binds 127.
 by default; binding any other address needs ``mcp.token``, which every request must
 then carry as ``Authorization: Bearer <token>`` (401 otherwise).
 
+**Principal.** Who the lookups are for comes from the server's configuration, never from
+the client's arguments: over HTTP a bearer token listed in ``mcp.principals`` (by its
+sha256) maps to that principal, and every listed token is accepted; otherwise (stdio,
+or ``mcp.token``) the principal is ``mcp.tenant``/``mcp.user``/``mcp.groups``, or none
+(under ``access.mode=enforced``: public documents only).
+
 Argument errors never take the server down: an empty or over-long ``query`` reaches the
 lookup, which records the call and answers with its error result (``found`` false and a
 message saying why); arguments of the wrong shape are rejected by the SDK with an
@@ -50,6 +56,7 @@ message saying why); arguments of the wrong shape are rejected by the SDK with a
 from __future__ import annotations
 
 import copy
+import hashlib
 import hmac
 import ipaddress
 import itertools
@@ -82,6 +89,7 @@ from lookup_knowledge.application.tool import (
     TOOL_DESCRIPTION,
     TOOL_NAME,
 )
+from lookup_knowledge.domain.access import Principal
 from lookup_knowledge.domain.errors import ConfigurationError, LookupKnowledgeError
 
 __all__ = [
@@ -178,6 +186,31 @@ def _session_of(
     return connection.session_id
 
 
+def _token_digest(value: bytes | str) -> str:
+    raw = value.encode("utf-8", "surrogateescape") if isinstance(value, str) else value
+    return hashlib.sha256(raw).hexdigest()
+
+
+class _Principals:
+    """The configured principals: by bearer-token digest (HTTP) and the default one."""
+
+    def __init__(self, app: LookupApp) -> None:
+        settings = app.settings.mcp
+        self.default: Principal | None = settings.principal()
+        self.by_digest: dict[str, Principal] = settings.principals_by_token_hash()
+
+    def of(self, headers: Mapping[str, str] | None) -> Principal | None:
+        authorization = _header(headers, "authorization")
+        if authorization is not None and self.by_digest:
+            scheme, _, token = authorization.partition(" ")
+            if scheme.lower() == "bearer" and token:
+                digest = _token_digest(token)
+                for known, principal in self.by_digest.items():
+                    if hmac.compare_digest(known, digest):
+                        return principal
+        return self.default
+
+
 def _tool_result(payload: dict[str, Any], *, is_error: bool = False) -> CallToolResult:
     """The tool JSON once, as ``structuredContent`` (declared by the tool's
     ``outputSchema``); the text block is a short reading of it (the message and the
@@ -210,6 +243,7 @@ def build_mcp_server(app: LookupApp, *, name: str = "lookup-knowledge") -> MCPSe
 
     The caller owns ``app`` (and closes it); the server only calls ``app.alookup_result``.
     """
+    principals = _Principals(app)
 
     async def lookup_knowledge(query: str, ctx: Context[_ConnectionSession, Any]) -> CallToolResult:
         request = ctx.request_context
@@ -217,7 +251,11 @@ def build_mcp_server(app: LookupApp, *, name: str = "lookup-knowledge") -> MCPSe
             ctx.headers, request.lifespan_context, ctx.request_id, _conversation(request.meta)
         )
         result = await app.alookup_result(
-            query, session_id=session_id, step_id=step_id, tool_call_id=ctx.request_id
+            query,
+            session_id=session_id,
+            step_id=step_id,
+            tool_call_id=ctx.request_id,
+            principal=principals.of(ctx.headers),
         )
         # A failed lookup (status error) is a tool error the model can read and act on.
         return _tool_result(result.to_tool_json(), is_error=result.error_code is not None)
@@ -296,16 +334,29 @@ async def _serve_guarded_stdio(server: MCPServer[Any]) -> None:
 
 
 class _BearerToken:
-    """ASGI middleware: every HTTP request must carry ``Authorization: Bearer <token>``."""
+    """ASGI middleware: every HTTP request must carry ``Authorization: Bearer <token>``,
+    with ``token`` or one of the tokens whose sha256 is in ``digests``."""
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(
+        self, app: ASGIApp, token: str | None, digests: frozenset[str] = frozenset()
+    ) -> None:
         self._app = app
-        self._expected = f"Bearer {token}".encode()
+        self._expected = f"Bearer {token}".encode() if token else None
+        self._digests = digests
+
+    def _accepts(self, given: bytes) -> bool:
+        if self._expected is not None and hmac.compare_digest(given, self._expected):
+            return True
+        scheme, _, token = given.partition(b" ")
+        if scheme.lower() != b"bearer" or not token:
+            return False
+        digest = _token_digest(token)
+        return any(hmac.compare_digest(digest, known) for known in self._digests)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             given = dict(scope.get("headers") or ()).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self._expected):
+            if not self._accepts(given):
                 response = JSONResponse(
                     {"error": "unauthorized", "detail": "a valid bearer token is required"},
                     status_code=401,
@@ -328,12 +379,13 @@ def _loopback(host: str) -> bool:
 def mcp_http_app(app: LookupApp, *, host: str = "127.0.0.1", token: str | None = None) -> ASGIApp:
     """The streamable-HTTP MCP server (at ``/mcp``) as an ASGI app; ``token`` set: every
     request needs it. Off loopback a token is required (``ConfigurationError``)."""
-    if not _loopback(host) and not token:
+    digests = frozenset(app.settings.mcp.principals)
+    if not _loopback(host) and not token and not digests:
         raise ConfigurationError(
             "mcp.token", None, f"required to serve MCP over HTTP on {host} (not loopback)"
         )
     asgi: ASGIApp = build_mcp_server(app).streamable_http_app(host=host)
-    return _BearerToken(asgi, token) if token else asgi
+    return _BearerToken(asgi, token, digests) if token or digests else asgi
 
 
 def serve_http(

@@ -28,6 +28,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
+from lookup_knowledge.application.access_check import CitationAccess
 from lookup_knowledge.application.ids import uuid7
 from lookup_knowledge.application.ports import (
     MAX_OTHER_SESSIONS,
@@ -172,7 +173,9 @@ class CheckAnswer:
         judge: ClaimJudge | None = None,
         settings: AnswerCheckSettings | None = None,
         flush_timeout_s: float = 5.0,
+        access: CitationAccess | None = None,
     ) -> None:
+        self._access = access
         self._evidence = evidence
         self._store = store
         self._recorder = recorder
@@ -262,10 +265,15 @@ class CheckAnswer:
             if missing
             else {}
         )
+        # A cited id the session's principal could not see is forbidden, even where
+        # another session (another tenant's, say) was shown it.
+        forbidden = set(self._access.forbidden(session_id, missing)) if self._access else set()
         statuses: dict[str, CitationVerdict] = {}
         for d in cited:
             if d in shown:
                 statuses[d] = CitationVerdict(d, CitationStatus.VALID)
+            elif d in forbidden:
+                statuses[d] = CitationVerdict(d, CitationStatus.FORBIDDEN)
             elif elsewhere.get(d):
                 statuses[d] = CitationVerdict(d, CitationStatus.NOT_IN_SESSION, elsewhere[d])
             else:

@@ -18,6 +18,13 @@ Identity: every chunk row carries ``doc_id`` and ``chunk_index`` (contiguous fro
 and its primary key is the evidence key ``docId#chunk-N`` (``docs/architecture.md``, Evidence identity), so the lookup
 pipeline can dedup and cap on ids alone.
 
+Access: every document has access metadata (tenant, allowed groups, public), its own
+(front matter, API) or the source's default. Two tenants may hold the same doc_id, so
+the run names documents by their *document key* (``SourceDocument.doc_key``: the
+doc_id within its tenant) and a tenant's rows are keyed by ``storage_key(tenant,
+evidence_key)``; ``sync`` deletes only in the tenants the run covers (the source's
+default tenant and the tenants of the documents it yielded).
+
 Crash safety: the content hash that decides "unchanged" is read from chunk 0, and
 chunk 0 with the new hash is always written last. A changed document is written as
 "chunks 1..n-1, delete its stale rows, chunk 0"; a new one as "chunk 0 marked pending,
@@ -47,9 +54,12 @@ from lookup_knowledge.application.ports import (
     LoadedDocument,
     SourceDocument,
     StoredDocument,
+    doc_key_parts,
+    shown_doc_key,
     validate_source_name,
 )
 from lookup_knowledge.application.tool import MAX_INT
+from lookup_knowledge.domain.access import NO_ACL, DocumentAccess, storage_key
 from lookup_knowledge.domain.errors import (
     EmbeddingError,
     IngestConflict,
@@ -75,14 +85,20 @@ class StaticDocumentSource(DocumentSource):
         *,
         prefix: str = "",
         source_name: str = "host",
+        access: DocumentAccess = NO_ACL,
     ) -> None:
         self._documents = list(documents)
         self._prefix = prefix
         self._name = validate_source_name(source_name)
+        self._access = access
 
     @property
     def source_name(self) -> str:
         return self._name
+
+    @property
+    def default_access(self) -> DocumentAccess:
+        return self._access
 
     def doc_ids(self) -> list[str]:
         return [d.doc_id for d in self._documents if isinstance(d, SourceDocument)]
@@ -220,6 +236,16 @@ def document_hash(document: SourceDocument, fingerprint: str) -> str:
             document.source,
             document.source_type,
             document.format,
+            # Only with access metadata, so documents without keep their hash.
+            *(
+                [
+                    document.access.tenant,
+                    sorted(document.access.allowed_groups),
+                    document.access.public,
+                ]
+                if document.access is not None and document.access.has_acl
+                else []
+            ),
         ],
         ensure_ascii=False,
         separators=(",", ":"),
@@ -251,6 +277,7 @@ class _Run:
     existing: dict[str, str]
     owners: dict[str, str]
     source_name: str
+    default_tenant: str = ""
     dry_run: bool = False
     seen: set[str] = field(default_factory=set)
     failed_ids: set[str] = field(default_factory=set)
@@ -350,15 +377,16 @@ class IngestDocuments:
         identity = self._embedder.identity if self._embedder is not None else None
         self._store.ensure_collection(dimension, identity, create=not dry_run)
         stored: dict[str, StoredDocument] = self._store.documents()
-        owners = {doc_id: doc.source_name for doc_id, doc in stored.items()}
+        owners = {key: doc.source_name for key, doc in stored.items()}
         source.bind(owners)
         run = _Run(
             total=source.estimated_count(),
             notify=progress or (lambda _event: None),
             fingerprint=self.fingerprint,
-            existing={doc_id: doc.content_hash for doc_id, doc in stored.items()},
+            existing={key: doc.content_hash for key, doc in stored.items()},
             owners=owners,
             source_name=source.source_name,
+            default_tenant=source.default_access.tenant,
             dry_run=dry_run,
         )
         self._refuse_conflicts(source, run)
@@ -366,9 +394,11 @@ class IngestDocuments:
             if isinstance(loaded, DocumentLoadFailure):
                 run.failures.append(loaded)
                 if loaded.doc_id is not None:
-                    run.failed_ids.add(loaded.doc_id)
+                    run.failed_ids.add(storage_key(run.default_tenant, loaded.doc_id))
                 run.progress("scan", loaded.source)
                 continue
+            if loaded.access is None:
+                loaded = replace(loaded, access=source.default_access)
             self._take(loaded, run)
             run.progress("scan", loaded.doc_id)
         if run.pending:
@@ -390,9 +420,10 @@ class IngestDocuments:
         if planned is None:
             return
         for doc_id in dict.fromkeys(planned):
-            owner = run.owner_other_than_me(doc_id)
+            key = storage_key(run.default_tenant, doc_id)
+            owner = run.owner_other_than_me(key)
             if owner is not None:
-                run.conflicts.append((doc_id, owner))
+                run.conflicts.append((shown_doc_key(key), owner))
         if run.conflicts and not run.dry_run:
             raise _conflict(run.source_name, run.conflicts)
 
@@ -401,7 +432,9 @@ class IngestDocuments:
     def _take(self, doc: SourceDocument, run: _Run) -> None:
         """One loaded document: skipped when unchanged, else chunked and queued; the
         queue is written whenever it holds a write batch."""
-        if doc.doc_id in run.seen:
+        key = doc.doc_key
+        shown = shown_doc_key(key)
+        if key in run.seen:
             run.failures.append(
                 DocumentLoadFailure(
                     doc.source or doc.doc_id,
@@ -410,20 +443,20 @@ class IngestDocuments:
                 )
             )
             return
-        owner = run.owner_other_than_me(doc.doc_id)
+        owner = run.owner_other_than_me(key)
         if owner is not None:
             # A source that could not list its doc_ids up front: refused here, before
             # this document is written (earlier ones of this run may be).
-            if (doc.doc_id, owner) not in run.conflicts:
-                run.conflicts.append((doc.doc_id, owner))
+            if (shown, owner) not in run.conflicts:
+                run.conflicts.append((shown, owner))
             if not run.dry_run:
                 raise _conflict(run.source_name, run.conflicts)
-            run.failed_ids.add(doc.doc_id)
+            run.failed_ids.add(key)
             return
         content_hash = document_hash(doc, run.fingerprint)
-        existed = doc.doc_id in run.existing
-        if run.existing.get(doc.doc_id) == content_hash:
-            run.seen.add(doc.doc_id)
+        existed = key in run.existing
+        if run.existing.get(key) == content_hash:
+            run.seen.add(key)
             run.unchanged += 1
             return
         try:
@@ -432,19 +465,19 @@ class IngestDocuments:
             # One document the store could not keep faithfully (a chunk index beyond
             # what the audit store records): a failure of that document, not the run.
             run.failures.append(DocumentLoadFailure(doc.source or doc.doc_id, str(error), None))
-            run.failed_ids.add(doc.doc_id)
+            run.failed_ids.add(key)
             return
-        run.seen.add(doc.doc_id)
+        run.seen.add(key)
         if not chunks:
             run.empty += 1
             if existed:
                 if run.dry_run:
-                    run.plan_deleted.append(doc.doc_id)
+                    run.plan_deleted.append(shown)
                 else:
-                    run.chunks_deleted += self._store.delete_documents([doc.doc_id])
+                    run.chunks_deleted += self._store.delete_documents([key])
             return
         if run.dry_run:
-            (run.plan_updated if existed else run.plan_added).append(doc.doc_id)
+            (run.plan_updated if existed else run.plan_added).append(shown)
             if existed:
                 run.updated += 1
             else:
@@ -530,6 +563,7 @@ class IngestDocuments:
                     ingested_at=now,
                     vector=next(vectors),
                     source_name=run.source_name,
+                    access=doc.access if doc.access is not None else NO_ACL,
                 )
                 (heads if chunk.chunk_index == 0 else rest).append(record)
         new_heads = [
@@ -548,8 +582,14 @@ class IngestDocuments:
         updated = [p for p in pending if p.existed]
         if updated:
             run.chunks_deleted += self._store.delete_chunks_except(
-                [p.document.doc_id for p in updated],
-                [c.evidence_key for p in updated for c in p.chunks],
+                [p.document.doc_key for p in updated],
+                [
+                    storage_key(
+                        p.document.access.tenant if p.document.access else "", c.evidence_key
+                    )
+                    for p in updated
+                    for c in p.chunks
+                ],
             )
         written += self._upsert(heads)
         run.chunks_written += written
@@ -568,13 +608,15 @@ class IngestDocuments:
         )
 
     def _sync(self, source: DocumentSource, run: _Run, allow_empty: bool) -> None:
+        tenants = {run.default_tenant} | {doc_key_parts(key)[0] for key in run.seen}
         vanished = sorted(
-            doc_id
-            for doc_id in run.existing
-            if run.owners.get(doc_id) == run.source_name
-            and doc_id not in run.seen
-            and doc_id not in run.failed_ids
-            and source.in_scope(doc_id)
+            key
+            for key in run.existing
+            if run.owners.get(key) == run.source_name
+            and key not in run.seen
+            and key not in run.failed_ids
+            and doc_key_parts(key)[0] in tenants
+            and source.in_scope(doc_key_parts(key)[1])
         )
         if not vanished:
             return
@@ -585,7 +627,7 @@ class IngestDocuments:
             )
         run.deleted += len(vanished)
         if run.dry_run:
-            run.plan_deleted.extend(vanished)
+            run.plan_deleted.extend(shown_doc_key(key) for key in vanished)
             return
         run.chunks_deleted += self._store.delete_documents(vanished)
 

@@ -3,12 +3,14 @@ cited really returned to it in that session?"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 
+from lookup_knowledge.application.access_check import CitationAccess
 from lookup_knowledge.application.ports import (
     AuditQueries,
     CitationReport,
+    KnowledgeSearchPort,
     ToolInvocationRecorder,
     check_session_id,
     normalise_cited,
@@ -21,7 +23,10 @@ class VerifyCitations:
 
     Flushes the recorder's spool for the session first (bounded by ``flush_timeout_s``),
     then asks the store, then reports how many of the session's records are still
-    pending, so an incomplete answer is never presented as a complete one.
+    pending, so an incomplete answer is never presented as a complete one. With a
+    knowledge base to ask (``search``), an id not returned to the session that exists
+    only in documents the session's principal may not see is ``forbidden``, not
+    ``unknown`` (``application/access_check.py``).
     """
 
     def __init__(
@@ -29,6 +34,7 @@ class VerifyCitations:
         queries: AuditQueries,
         recorder: ToolInvocationRecorder,
         *,
+        search: KnowledgeSearchPort | None = None,
         flush_timeout_s: float = 5.0,
     ) -> None:
         if not flush_timeout_s >= 0:
@@ -36,10 +42,23 @@ class VerifyCitations:
         self._queries = queries
         self._recorder = recorder
         self._flush_timeout_s = flush_timeout_s
+        self._access = CitationAccess(queries, search)
 
-    def execute(self, session_id: str, document_ids: Sequence[str]) -> CitationReport:
+    def execute(
+        self,
+        session_id: str,
+        document_ids: Sequence[str],
+        *,
+        groups: Collection[str] | None = None,
+    ) -> CitationReport:
         check_session_id(session_id)
         cited = normalise_cited(document_ids)
         self._recorder.flush(session_id, self._flush_timeout_s)
         report = self._queries.verify_citations(session_id, cited)
-        return replace(report, pending_in_spool=self._recorder.pending_count(session_id))
+        forbidden = set(self._access.forbidden(session_id, report.unknown, groups))
+        return replace(
+            report,
+            unknown=tuple(d for d in report.unknown if d not in forbidden),
+            forbidden=tuple(d for d in report.unknown if d in forbidden),
+            pending_in_spool=self._recorder.pending_count(session_id),
+        )

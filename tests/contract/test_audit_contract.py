@@ -616,3 +616,50 @@ def test_verify_citations_is_honest_about_pending_records_in_the_fake() -> None:
         1,
         2,
     ]
+
+
+# --------------------------------------------------------------------------- access control
+
+
+def test_the_principal_round_trips_and_filters_listings_and_stats(backend: AuditBackend) -> None:
+    hashed = "ab" * 32
+    acme = [
+        replace(
+            invocation(session(), documents=["d#chunk-0"]),
+            principal_tenant="acme",
+            principal_user='al"ice',
+            principal_groups_hash=hashed,
+            access_mode="enforced",
+            access_filter='public or (tenant == "acme" and allowed_groups == [])',
+        )
+        for _ in range(2)
+    ]
+    globex = replace(
+        invocation(session(), documents=["e#chunk-0"]),
+        principal_tenant="globex",
+        access_mode="enforced",
+        access_filter="public",
+    )
+    nobody = invocation(session(), documents=["f#chunk-0"])
+    for inv in (*acme, globex, nobody):
+        assert backend.recorder.record(inv) is RecordOutcome.COMMITTED
+    s = backend.queries.get_invocation(acme[0].id).summary
+    assert (s.principal_tenant, s.principal_user, s.principal_groups_hash) == (
+        "acme",
+        'al"ice',
+        hashed,
+    )
+    assert (s.access_mode, s.access_filter) == ("enforced", acme[0].access_filter)
+    plain = backend.queries.get_invocation(nobody.id).summary
+    assert (plain.principal_tenant, plain.access_mode, plain.access_filter) == (None, "off", None)
+
+    listed = backend.queries.list_invocations(InvocationFilter(tenant="acme"))
+    assert sorted(i.id for i in listed.items) == sorted(i.id for i in acme)
+    stats = backend.queries.quality_summary(TimeRange(), tenant="globex")
+    assert stats.count == 1
+    assert stats.tenant == "globex"
+    assert [d.document_id for d in stats.top_documents] == ["e#chunk-0"]
+    assert backend.queries.quality_summary(TimeRange(), tenant="nobody").count == 0
+    assert [p.tenant for p in backend.queries.session_principals(acme[0].session_id)] == ["acme"]
+    with pytest.raises(InvalidInputError):
+        InvocationFilter(tenant="")

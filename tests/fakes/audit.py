@@ -39,6 +39,7 @@ from lookup_knowledge.application.ports import (
     RecordOutcome,
     SessionFilter,
     SessionPage,
+    SessionPrincipal,
     SessionState,
     SessionSummary,
     ShownEvidence,
@@ -47,6 +48,7 @@ from lookup_knowledge.application.ports import (
     ToolInvocationRecorder,
     ascii_lower,
     check_session_id,
+    check_tenant,
     check_top_limit,
     check_traffic,
     nearest_rank,
@@ -175,11 +177,18 @@ def _summary(stored: StoredInvocation) -> InvocationSummary:
         started_at=i.started_at,
         duration_ms=i.duration_ms,
         traffic=i.traffic,
+        principal_tenant=i.principal_tenant,
+        principal_user=i.principal_user,
+        principal_groups_hash=i.principal_groups_hash,
+        access_mode=i.access_mode,
+        access_filter=i.access_filter,
     )
 
 
-def _of(traffic: Traffic | None, stored: StoredInvocation) -> bool:
-    return traffic is None or stored.invocation.traffic == traffic.value
+def _of(traffic: Traffic | None, stored: StoredInvocation, tenant: str | None = None) -> bool:
+    return (traffic is None or stored.invocation.traffic == traffic.value) and (
+        tenant is None or stored.invocation.principal_tenant == tenant
+    )
 
 
 def _evidence_views(invocation: ToolInvocation) -> list[EvidenceView]:
@@ -204,7 +213,7 @@ class InMemoryAuditQueries(AuditQueries):
             and (query.step_id is None or s.invocation.step_id == query.step_id)
             and (query.status is None or s.invocation.status == query.status)
             and query.time_range.contains(s.invocation.started_at)
-            and _of(query.traffic_kind(), s)
+            and _of(query.traffic_kind(), s, query.tenant)
         ]
         rows.sort(
             key=lambda s: (s.invocation.started_at, s.invocation.id), reverse=query.newest_first
@@ -301,11 +310,28 @@ class InMemoryAuditQueries(AuditQueries):
                 )
         return found
 
-    def _in_range(self, time_range: TimeRange, traffic: Traffic | None) -> list[StoredInvocation]:
+    def session_principals(self, session_id: str) -> tuple[SessionPrincipal, ...]:
+        check_session_id(session_id)
+        found = {
+            SessionPrincipal(
+                s.invocation.principal_tenant,
+                s.invocation.principal_groups_hash,
+                s.invocation.access_mode,
+            )
+            for s in self._session(session_id)
+        }
+        return tuple(
+            sorted(found, key=lambda p: (p.tenant or "", p.groups_hash or "", p.access_mode))
+        )
+
+    def _in_range(
+        self, time_range: TimeRange, traffic: Traffic | None, tenant: str | None = None
+    ) -> list[StoredInvocation]:
+        check_tenant(tenant)
         return [
             s
             for s in self.store.all()
-            if time_range.contains(s.invocation.started_at) and _of(traffic, s)
+            if time_range.contains(s.invocation.started_at) and _of(traffic, s, tenant)
         ]
 
     def top_documents(
@@ -313,6 +339,7 @@ class InMemoryAuditQueries(AuditQueries):
         time_range: TimeRange,
         limit: int = 10,
         traffic: Traffic | None = Traffic.PRODUCTION,
+        tenant: str | None = None,
     ) -> tuple[DocumentCount, ...]:
         check_top_limit(limit)
         check_traffic(traffic)
@@ -320,7 +347,7 @@ class InMemoryAuditQueries(AuditQueries):
         sessions: dict[str, set[str]] = {}
         doc_ids: dict[str, str | None] = {}
         sources: dict[str, str] = {}
-        for s in self._in_range(time_range, traffic):
+        for s in self._in_range(time_range, traffic, tenant):
             for e in s.invocation.evidence:
                 times[e.document_id] += 1
                 sessions.setdefault(e.document_id, set()).add(s.invocation.session_id)
@@ -344,10 +371,11 @@ class InMemoryAuditQueries(AuditQueries):
         time_range: TimeRange,
         top_n: int = 10,
         traffic: Traffic | None = Traffic.PRODUCTION,
+        tenant: str | None = None,
     ) -> QualitySummary:
         check_top_limit(top_n)
         check_traffic(traffic)
-        rows = [s.invocation for s in self._in_range(time_range, traffic)]
+        rows = [s.invocation for s in self._in_range(time_range, traffic, tenant)]
         statuses = Counter(i.status for i in rows)
         qualities = [i.quality_score for i in rows if i.status != "error"]
         durations = sorted(i.duration_ms for i in rows)
@@ -361,8 +389,9 @@ class InMemoryAuditQueries(AuditQueries):
             mean_quality=sum(qualities) / len(qualities) if qualities else None,
             p50_duration_ms=nearest_rank(durations, 50),
             p95_duration_ms=nearest_rank(durations, 95),
-            top_documents=self.top_documents(time_range, top_n, traffic) if rows else (),
+            top_documents=self.top_documents(time_range, top_n, traffic, tenant) if rows else (),
             traffic=traffic,
+            tenant=tenant,
         )
 
 

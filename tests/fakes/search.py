@@ -12,6 +12,7 @@ from lookup_knowledge.application.ports import (
     KnowledgeSearchRequest,
     SearchCapabilities,
 )
+from lookup_knowledge.domain.access import NO_ACL, UNRESTRICTED, AccessScope, DocumentAccess
 from lookup_knowledge.domain.errors import SearchError
 from lookup_knowledge.domain.identity import extract_identity
 from lookup_knowledge.domain.model import SearchMode
@@ -26,12 +27,16 @@ class StoredChunk:
     content: str
     score: float
     metadata: dict[str, object] = field(default_factory=dict)
+    access: DocumentAccess = NO_ACL
 
 
 class FakeSearch(KnowledgeSearchPort):
     """Returns configured rows, best score first, honouring top_k and the category filter.
 
     ``by_category`` rows answer filtered passes; ``rows`` answer unfiltered ones.
+    Rows the request's access scope does not allow are left out, as a real engine's
+    filter does; ``broken_access`` ignores the scope (a deliberately broken engine,
+    for the defence-in-depth check).
     """
 
     def __init__(
@@ -41,7 +46,9 @@ class FakeSearch(KnowledgeSearchPort):
         score_kind: ScoreKind = ScoreKind.COSINE,
         error: SearchError | None = None,
         filtered_rows: Mapping[str, Sequence[StoredChunk]] | None = None,
+        broken_access: bool = False,
     ) -> None:
+        self.broken_access = broken_access
         self.rows = list(rows)
         self.filtered_rows = dict(filtered_rows or {})
         self.score_kind = score_kind
@@ -63,6 +70,8 @@ class FakeSearch(KnowledgeSearchPort):
             ]
         else:
             pool = list(self.rows)
+        if not self.broken_access:
+            pool = [r for r in pool if request.access.allows(r.access)]
         pool.sort(key=lambda r: -r.score)
         hits = []
         for rank, row in enumerate(pool[: request.top_k], start=1):
@@ -74,11 +83,14 @@ class FakeSearch(KnowledgeSearchPort):
                     identity=extract_identity(row.metadata, row.id, rank),
                     content=row.content if request.include_content else None,
                     metadata=dict(row.metadata),
+                    access=row.access,
                 )
             )
         return hits
 
-    def fetch_content(self, evidence_keys: Sequence[str]) -> dict[str, str]:
+    def fetch_content(
+        self, evidence_keys: Sequence[str], access: AccessScope = UNRESTRICTED
+    ) -> dict[str, str]:
         """By primary key, as the real stores fetch: a row's id (its evidence key when it
         has no id)."""
         self.fetches.append(list(evidence_keys))
@@ -89,7 +101,8 @@ class FakeSearch(KnowledgeSearchPort):
                 if row.id is not None
                 else extract_identity(row.metadata, None, 1).evidence_key
             )
-            if key in evidence_keys and key not in self.deleted:
+            allowed = self.broken_access or access.allows(row.access)
+            if key in evidence_keys and key not in self.deleted and allowed:
                 out[key] = row.content
         return out
 

@@ -176,3 +176,24 @@ def test_haystack_retriever_in_a_pipeline_with_a_fake_generator(app: LookupApp) 
         assert document.id == document.meta["document_id"]
     assert {d.id for d in documents} <= shown_ids(app, "hs-chat")
     assert [r.step_id for r in recorded(app, "hs-chat")] == ["turn-3"]
+
+
+# --------------------------------------------------------------------------- principal
+
+
+def test_every_adapter_passes_the_hosts_principal(app: LookupApp) -> None:
+    from lookup_knowledge import Principal
+    from lookup_knowledge.adapters.frameworks import haystack, langchain, llamaindex
+
+    who = Principal("acme", "alice", frozenset({"staff"}))
+    langchain.LookupKnowledgeRetriever(app=app, session_id="p-lc", principal=who).invoke(QUERY)
+    langchain.lookup_knowledge_tool(app, "p-lct", who).invoke(
+        {"name": "lookup_knowledge", "args": {"query": QUERY}, "id": "c1", "type": "tool_call"}
+    )
+    llamaindex.LookupKnowledgeRetriever(app, "p-li", principal=who).retrieve(QUERY)
+    llamaindex.lookup_knowledge_tool(app, "p-lit", who).call(query=QUERY)
+    haystack.LookupKnowledgeRetriever(app, "p-hs", principal=who).run(QUERY)
+    for session_id in ("p-lc", "p-lct", "p-li", "p-lit", "p-hs"):
+        (summary,) = recorded(app, session_id)
+        assert (summary.principal_tenant, summary.principal_user) == ("acme", "alice"), session_id
+        assert summary.principal_groups_hash == who.groups_hash()

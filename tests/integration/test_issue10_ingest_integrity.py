@@ -291,6 +291,11 @@ def _raw_row(
         "content_hash": "x",
         "ingested_at": 0,
         "dense_vector": embedder.embed_documents([f"\n{text}"])[0],
+        # schema 3's access fields: no tenant, no groups, not public (access off here)
+        "tenant": "",
+        "allowed_groups": [],
+        "allowed_groups_key": "",
+        "access_public": False,
     }
     row.update(more)
     return row

@@ -107,6 +107,12 @@ class ToolInvocationRow(Base):
     retrieval_details: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
     # production / eval / replay: statistics and listings count production by default.
     traffic: Mapped[str] = mapped_column(String(16), server_default="production")
+    # Who the lookup was for and the access filter applied (migration 0004).
+    principal_tenant: Mapped[str | None] = mapped_column(String(MAX_ID_CHARS))
+    principal_user: Mapped[str | None] = mapped_column(String(MAX_ID_CHARS))
+    principal_groups_hash: Mapped[str | None] = mapped_column(String(64))
+    access_mode: Mapped[str] = mapped_column(String(16), server_default="off")
+    access_filter: Mapped[str | None] = mapped_column(Text)
     recorded_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.now()
     )
@@ -127,6 +133,7 @@ class ToolInvocationRow(Base):
         Index("ix_tool_invocation_status_started_at", "status", "started_at"),
         Index("ix_tool_invocation_session_step", "session_id", "step_id"),
         Index("ix_tool_invocation_traffic_started_at", "traffic", "started_at"),
+        Index("ix_tool_invocation_principal_tenant_started_at", "principal_tenant", "started_at"),
     )
 
 

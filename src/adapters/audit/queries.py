@@ -46,11 +46,13 @@ from lookup_knowledge.application.ports import (
     QualitySummary,
     SessionFilter,
     SessionPage,
+    SessionPrincipal,
     SessionSummary,
     ShownEvidence,
     TimeRange,
     ascii_lower,
     check_session_id,
+    check_tenant,
     check_top_limit,
     check_traffic,
     nearest_rank_index,
@@ -85,6 +87,11 @@ _SUMMARY_COLUMNS = (
     T.c.started_at,
     T.c.duration_ms,
     T.c.traffic,
+    T.c.principal_tenant,
+    T.c.principal_user,
+    T.c.principal_groups_hash,
+    T.c.access_mode,
+    T.c.access_filter,
 )
 _EVIDENCE_COLUMNS = (
     E.c.rank,
@@ -113,13 +120,18 @@ def citation_sources_statement(session_id: str, document_ids: Sequence[str]) -> 
 
 
 def _time_conditions(
-    time_range: TimeRange, traffic: Traffic | None = Traffic.PRODUCTION
+    time_range: TimeRange,
+    traffic: Traffic | None = Traffic.PRODUCTION,
+    tenant: str | None = None,
 ) -> list[ColumnElement[bool]]:
-    """The range and the traffic kind (``None``: every kind)."""
+    """The range, the traffic kind (``None``: every kind) and the principal tenant."""
     check_traffic(traffic)
+    check_tenant(tenant)
     conditions: list[ColumnElement[bool]] = []
     if traffic is not None:
         conditions.append(T.c.traffic == traffic.value)
+    if tenant is not None:
+        conditions.append(T.c.principal_tenant == tenant)
     if time_range.started_from is not None:
         conditions.append(T.c.started_at >= time_range.started_from)
     if time_range.started_to is not None:
@@ -153,6 +165,11 @@ def _summary(m: RowMapping) -> InvocationSummary:
         started_at=m["started_at"],
         duration_ms=float(m["duration_ms"]),
         traffic=m["traffic"],
+        principal_tenant=m["principal_tenant"],
+        principal_user=m["principal_user"],
+        principal_groups_hash=m["principal_groups_hash"],
+        access_mode=m["access_mode"],
+        access_filter=m["access_filter"],
     )
 
 
@@ -200,7 +217,7 @@ class SqlAuditQueries(AuditQueries):
 
     def list_invocations(self, query: InvocationFilter) -> InvocationPage:
         self._pass_barrier(query.session_id)
-        conditions = _time_conditions(query.time_range, query.traffic_kind())
+        conditions = _time_conditions(query.time_range, query.traffic_kind(), query.tenant)
         if query.session_id is not None:
             conditions.append(T.c.session_id == query.session_id)
         if query.step_id is not None:
@@ -351,6 +368,21 @@ class SqlAuditQueries(AuditQueries):
         rows = self._run("reading a session's domains", lambda c: c.execute(stmt).scalars().all())
         return tuple(dict.fromkeys(rows))
 
+    def session_principals(self, session_id: str) -> tuple[SessionPrincipal, ...]:
+        check_session_id(session_id)
+        stmt = (
+            select(T.c.principal_tenant, T.c.principal_groups_hash, T.c.access_mode)
+            .where(T.c.session_id == session_id)
+            .distinct()
+        )
+        rows = self._run("reading a session's principals", lambda c: c.execute(stmt).all())
+        return tuple(
+            sorted(
+                {SessionPrincipal(r[0], r[1], r[2]) for r in rows},
+                key=lambda p: (p.tenant or "", p.groups_hash or "", p.access_mode),
+            )
+        )
+
     def find_citation_sources(
         self, session_id: str, document_ids: Sequence[str]
     ) -> dict[str, CitationSource]:
@@ -380,6 +412,7 @@ class SqlAuditQueries(AuditQueries):
         time_range: TimeRange,
         limit: int = 10,
         traffic: Traffic | None = Traffic.PRODUCTION,
+        tenant: str | None = None,
     ) -> tuple[DocumentCount, ...]:
         check_top_limit(limit)
         self._pass_barrier(None)
@@ -393,7 +426,7 @@ class SqlAuditQueries(AuditQueries):
                 func.count(distinct(E.c.session_id)).label("sessions"),
             )
             .join(T, T.c.id == E.c.invocation_id)
-            .where(and_(True, *_time_conditions(time_range, traffic)))
+            .where(and_(True, *_time_conditions(time_range, traffic, tenant)))
             .group_by(E.c.document_id)
             .order_by(times.desc(), E.c.document_id)
             .limit(limit)
@@ -415,10 +448,11 @@ class SqlAuditQueries(AuditQueries):
         time_range: TimeRange,
         top_n: int = 10,
         traffic: Traffic | None = Traffic.PRODUCTION,
+        tenant: str | None = None,
     ) -> QualitySummary:
         check_top_limit(top_n)
         self._pass_barrier(None)
-        where = and_(True, *_time_conditions(time_range, traffic))
+        where = and_(True, *_time_conditions(time_range, traffic, tenant))
 
         def count_if(condition: ColumnElement[bool]) -> Any:
             return func.coalesce(func.sum(case((condition, 1), else_=0)), 0)
@@ -470,8 +504,9 @@ class SqlAuditQueries(AuditQueries):
             mean_quality=None if m["mean_quality"] is None else float(m["mean_quality"]),
             p50_duration_ms=None if p50 is None else float(p50),
             p95_duration_ms=None if p95 is None else float(p95),
-            top_documents=self.top_documents(time_range, top_n, traffic) if n else (),
+            top_documents=self.top_documents(time_range, top_n, traffic, tenant) if n else (),
             claims_checked=claims.claims,
             claims_supported=claims.supported,
             traffic=traffic,
+            tenant=tenant,
         )

@@ -131,6 +131,11 @@ def invocation_row(invocation: ToolInvocation, seq: int) -> dict[str, Any]:
         "span_id": invocation.span_id,
         "retrieval_details": dict(invocation.retrieval_details),
         "traffic": invocation.traffic,
+        "principal_tenant": invocation.principal_tenant,
+        "principal_user": invocation.principal_user,
+        "principal_groups_hash": invocation.principal_groups_hash,
+        "access_mode": invocation.access_mode,
+        "access_filter": invocation.access_filter,
     }
 
 

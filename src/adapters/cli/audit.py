@@ -43,6 +43,7 @@ class TrafficChoice(StrEnum):
 
 
 _TRAFFIC = "production (agents), eval, replay or all."
+_TENANT = "Only lookups made for this principal tenant."
 
 
 def _traffic(choice: TrafficChoice) -> Traffic | None:
@@ -71,6 +72,7 @@ def audit_list(
         TrafficChoice | None,
         typer.Option(help=_TRAFFIC + " Default: production, or all with --session."),
     ] = None,
+    tenant: Annotated[str | None, typer.Option(help=_TENANT)] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """List recorded invocations (agents' traffic unless --traffic or --session)."""
@@ -85,6 +87,7 @@ def audit_list(
         offset=offset,
         newest_first=newest_first,
         traffic=None if traffic is None else (_traffic(traffic) or "all"),
+        tenant=tenant,
     )
     with open_app() as lookup_app:
         page = lookup_app.audit.list_invocations(query)
@@ -122,6 +125,8 @@ def _show_invocation(detail: InvocationDetail) -> None:
     out.print(
         f"status: {literal(s.status)}  mode: {literal(s.retrieval_mode)}  "
         f"filter: {literal(s.filter_applied or '-')}  "
+        f"principal: {literal(s.principal_tenant or '-')}/{literal(s.principal_user or '-')}  "
+        f"access: {literal(s.access_mode)}  "
         f"fallback: {literal(s.fallback_reason or '-')}  quality: {s.quality_score:.2f}  "
         f"relevance: {literal(s.relevance_level)}  {s.duration_ms:.0f} ms"
     )
@@ -148,24 +153,35 @@ def _show_invocation(detail: InvocationDetail) -> None:
 def audit_verify(
     document_ids: Annotated[list[str], typer.Argument(help="The document_ids the agent cited.")],
     session: Annotated[str, typer.Option(help="The agent's session id.")],
+    group: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--group",
+            help="A group of the session's principal (repeat; checked against the record).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """EvidenceGuard: exit 1 when a cited document_id was never returned in the session."""
+    """EvidenceGuard: exit 1 when a cited document_id was never returned in the session
+    (unknown) or is one the session's principal could not see (forbidden)."""
     with open_app() as lookup_app:
-        report = lookup_app.verify_citations(session, document_ids)
+        report = lookup_app.verify_citations(
+            session, document_ids, groups=list(group) if group else None
+        )
     if as_json:
         print_json(
             {
                 "sessionId": report.session_id,
                 "valid": report.valid,
                 "unknown": report.unknown,
+                "forbidden": report.forbidden,
                 "pendingInSpool": report.pending_in_spool,
                 "conclusive": report.conclusive,
             }
         )
     else:
         _show_verdict(session, report)
-    if report.unknown:
+    if report.unknown or report.forbidden:
         raise typer.Exit(1)
 
 
@@ -185,6 +201,8 @@ def _show_verdict(session: str, report: CitationReport) -> None:
         )
     for unknown in report.unknown:
         add_row(table, unknown, Text("unknown", style="red"), "-", "-", "-", "-")
+    for forbidden in report.forbidden:
+        add_row(table, forbidden, Text("forbidden", style="red"), "-", "-", "-", "-")
     console().print(table)
     if not report.conclusive:
         console(stderr=True).print(
@@ -201,12 +219,13 @@ def audit_stats(
     traffic: Annotated[
         TrafficChoice, typer.Option(help=_TRAFFIC + " Evals and replays are not counted.")
     ] = TrafficChoice.production,
+    tenant: Annotated[str | None, typer.Option(help=_TENANT)] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Quality summary: counts, no-evidence and fallback rates, quality, latency."""
     with open_app() as lookup_app:
         summary = lookup_app.audit.quality_summary(
-            _time_range(since, until), top, _traffic(traffic)
+            _time_range(since, until), top, _traffic(traffic), tenant
         )
     data = _summary_data(summary)
     if as_json:

@@ -23,6 +23,7 @@ from lookup_knowledge.adapters.cli.render import (
     print_json,
     show_lookup,
 )
+from lookup_knowledge.domain.access import DocumentAccess, Principal
 from lookup_knowledge.domain.errors import InvalidInputError
 from lookup_knowledge.domain.model import SearchMode
 
@@ -44,6 +45,9 @@ def run_ingest(
     sync: bool = False,
     source_name: str | None = None,
     dry_run: bool = False,
+    tenant: str | None = None,
+    allowed_groups: Sequence[str] = (),
+    public: bool = False,
 ) -> IngestReport:
     """``LookupApp.ingest`` with a progress bar on stderr (gone when it is done)."""
     with Progress(
@@ -77,6 +81,9 @@ def run_ingest(
             progress=on_progress,
             source_name=source_name,
             dry_run=dry_run,
+            tenant=tenant,
+            allowed_groups=allowed_groups,
+            public=public,
         )
 
 
@@ -111,6 +118,21 @@ def ingest(
         ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    tenant: Annotated[
+        str | None,
+        typer.Option(help="Tenant of every document without its own (front matter 'tenant')."),
+    ] = None,
+    allowed_group: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-group",
+            help="A group that may see the documents (repeat; front matter 'allowed_groups').",
+        ),
+    ] = None,
+    public: Annotated[
+        bool,
+        typer.Option("--public", help="Every lookup may see the documents (access.mode)."),
+    ] = False,
 ) -> None:
     """Ingest Markdown, text and HTML files: chunk, embed, write to Milvus (idempotent).
 
@@ -119,6 +141,8 @@ def ingest(
     """
     if category is not None:
         category = _category(category, "--category")
+    groups = list(allowed_group or ())
+    _access_options(tenant, groups, public)
     with open_app() as lookup_app:
         report = run_ingest(
             lookup_app,
@@ -129,6 +153,9 @@ def ingest(
             sync=sync,
             source_name=source_name,
             dry_run=dry_run,
+            tenant=tenant,
+            allowed_groups=groups,
+            public=public,
         )
     if as_json:
         print_json(report.as_dict())
@@ -148,6 +175,37 @@ def ingest(
         error_line(f"failed {failure.source}: {reason}")
     if report.failures:
         raise typer.Exit(1)
+
+
+def _access_options(tenant: str | None, groups: Sequence[str], public: bool) -> None:
+    """Ingest access options checked as the documents will be (usage error, exit 2)."""
+    try:
+        DocumentAccess(tenant or "", frozenset(groups), public)
+    except InvalidInputError as error:
+        raise typer.BadParameter(error.message, param_hint="'--tenant/--allowed-group'") from None
+
+
+def principal_options(
+    tenant: str | None, user: str | None, groups: Sequence[str]
+) -> Principal | None:
+    """The principal of ``--tenant/--user/--group`` (None without ``--tenant``)."""
+    if tenant is None:
+        if user is not None or groups:
+            raise typer.BadParameter("needs --tenant", param_hint="'--user/--group'")
+        return None
+    try:
+        return Principal(tenant, user or "", frozenset(groups))
+    except InvalidInputError as error:
+        raise typer.BadParameter(error.message, param_hint="'--tenant/--user/--group'") from None
+
+
+TenantOption = Annotated[
+    str | None, typer.Option(help="Tenant of the principal the lookup is for (access.mode).")
+]
+UserOption = Annotated[str | None, typer.Option(help="User id of that principal (recorded).")]
+GroupOption = Annotated[
+    list[str] | None, typer.Option("--group", help="A group of that principal (repeat).")
+]
 
 
 def _category(value: str, option: str) -> str:
@@ -197,6 +255,9 @@ def lookup(
             "openai message (default: the invocation id)."
         ),
     ] = None,
+    tenant: TenantOption = None,
+    user: UserOption = None,
+    group: GroupOption = None,
 ) -> None:
     """Run lookup_knowledge(QUERY) as an agent would; the call is recorded.
 
@@ -214,6 +275,7 @@ def lookup(
         category = _category(category, "--category")
     if tool_call_id is not None and not tool_call_id.strip():
         raise typer.BadParameter("must not be empty or blank", param_hint="'--tool-call-id'")
+    principal = principal_options(tenant, user, list(group or ()))
     with open_app() as lookup_app:
         result = lookup_app.lookup_result(
             query,
@@ -222,6 +284,7 @@ def lookup(
             mode=mode,
             category=category,
             tool_call_id=tool_call_id,
+            principal=principal,
         )
     failed = result.error_code is not None
     if output is OutputFormat.TEXT:

@@ -37,8 +37,9 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from lookup_knowledge.application.answer_check import AnswerCheckSettings
 from lookup_knowledge.application.lookup import LookupConfig, PayloadProfile
+from lookup_knowledge.domain.access import AccessMode, Principal
 from lookup_knowledge.domain.answer_check import DEFAULT_CITATION_PATTERN, CheckThresholds
-from lookup_knowledge.domain.errors import ConfigurationError
+from lookup_knowledge.domain.errors import ConfigurationError, InvalidInputError
 from lookup_knowledge.domain.model import SearchMode
 from lookup_knowledge.domain.projection import ProjectionBudgets
 from lookup_knowledge.domain.quality import QualityThresholds
@@ -679,6 +680,36 @@ class IngestSettings(_Section):
         return self
 
 
+class McpPrincipalSettings(_Section):
+    tenant: str = Field(min_length=1, description="The principal's tenant.")
+    user: str = Field(default="", description="The principal's user id (recorded).")
+    groups: Keywords = Field(default_factory=list, description="The principal's groups.")
+
+    @model_validator(mode="after")
+    def _valid_principal(self) -> McpPrincipalSettings:
+        self.principal()
+        return self
+
+    def principal(self) -> Principal:
+        try:
+            return Principal(self.tenant, self.user, frozenset(self.groups))
+        except InvalidInputError as error:
+            raise ValueError(error.message) from None
+
+
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+class AccessSettings(_Section):
+    mode: AccessMode = Field(
+        default=AccessMode.OFF,
+        description=(
+            "off: every lookup sees every document (single tenant); enforced: a lookup sees "
+            "public documents and those of its principal's tenant and groups only."
+        ),
+    )
+
+
 class McpSettings(_Section):
     host: str = Field(
         default="127.0.0.1",
@@ -690,6 +721,43 @@ class McpSettings(_Section):
         default=None,
         description="Bearer token MCP HTTP clients must send; required off loopback (secret).",
     )
+    tenant: str | None = Field(
+        default=None,
+        description="Tenant of the principal MCP lookups are made for (stdio; HTTP with mcp.token).",
+    )
+    user: str | None = Field(default=None, description="User id of that principal (recorded).")
+    groups: Keywords | None = Field(
+        default=None, description="Groups of that principal (a list or comma-separated)."
+    )
+    principals: dict[str, McpPrincipalSettings] = Field(
+        default_factory=dict,
+        description=(
+            "MCP HTTP: sha256 (hex) of a bearer token -> the principal its lookups are for "
+            "({tenant, user, groups}); any listed token is accepted."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _valid_principals(self) -> McpSettings:
+        for digest in self.principals:
+            if not _SHA256_HEX.fullmatch(digest):
+                raise ValueError(f"mcp.principals keys must be sha256 hex digests, not {digest!r}")
+        self.principal()
+        return self
+
+    def principal(self) -> Principal | None:
+        """The configured principal of stdio (and mcp.token) lookups, or None."""
+        if self.tenant is None:
+            if self.user or self.groups:
+                raise ValueError("mcp.user and mcp.groups need mcp.tenant")
+            return None
+        try:
+            return Principal(self.tenant, self.user or "", frozenset(self.groups or ()))
+        except InvalidInputError as error:
+            raise ValueError(error.message) from None
+
+    def principals_by_token_hash(self) -> dict[str, Principal]:
+        return {digest: p.principal() for digest, p in self.principals.items()}
 
 
 class LogSettings(_Section):
@@ -797,6 +865,7 @@ class Settings(_Masked, BaseSettings):
     audit: AuditSettings = Field(default_factory=AuditSettings)
     ingest: IngestSettings = Field(default_factory=IngestSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
+    access: AccessSettings = Field(default_factory=AccessSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
 
@@ -912,6 +981,7 @@ class Settings(_Masked, BaseSettings):
             ),
             quality=QualityThresholds(medium=rag.quality.medium, high=rag.quality.high),
             payload_profile=rag.payload.profile,
+            access_mode=self.access.mode,
         )
 
     def to_answer_check_settings(self) -> AnswerCheckSettings:

@@ -20,6 +20,10 @@
 - source_type: front matter ``type`` (or ``source_type``) > by extension (markdown,
   text, html).
 - source: front matter ``source`` (a URL, say) > the path relative to the root.
+- access: front matter ``tenant``, ``allowed_groups`` (a list, or one name) and
+  ``public`` (true/false), each over the source's default (``access``; CLI
+  ``--tenant/--allowed-group/--public``), validated like the principal's names; a
+  document whose values are unusable is a load failure, not a document without ACL.
 
 Files that cannot be read (not UTF-8, binary, too large, bad front matter, a name
 that is not UTF-8) and anything that is not a regular file (a named pipe, a device)
@@ -47,6 +51,7 @@ from lookup_knowledge.application.ports import (
     validate_doc_id,
     validate_source_name,
 )
+from lookup_knowledge.domain.access import NO_ACL, DocumentAccess
 from lookup_knowledge.domain.errors import IngestError, InvalidInputError
 
 DEFAULT_EXTENSIONS = (".md", ".markdown", ".txt", ".text", ".html", ".htm")
@@ -79,7 +84,9 @@ class FileDocumentSource(DocumentSource):
         max_file_bytes: int = 10 * 1024 * 1024,
         follow_symlinks: bool = False,
         include_hidden: bool = False,
+        access: DocumentAccess = NO_ACL,
     ) -> None:
+        self._access = access
         items = [paths] if isinstance(paths, str | Path) else list(paths)
         if not items:
             raise IngestError("no file or folder to ingest")
@@ -226,6 +233,10 @@ class FileDocumentSource(DocumentSource):
     def in_scope(self, doc_id: str) -> bool:
         return doc_id in self._scope_ids or any(doc_id.startswith(p) for p in self._scope_prefixes)
 
+    @property
+    def default_access(self) -> DocumentAccess:
+        return self._access
+
     def _relative(self, path: Path) -> PurePosixPath:
         return PurePosixPath(path.relative_to(self._root).as_posix())
 
@@ -291,6 +302,10 @@ class FileDocumentSource(DocumentSource):
         folder_category = parts[0] if len(parts) > 1 else ""
         category = self._category or meta_text(meta, "category") or folder_category
         try:
+            access = document_access(meta, self._access)
+        except InvalidInputError as error:
+            return DocumentLoadFailure(relative, f"access metadata: {error}", doc_id)
+        try:
             return SourceDocument(
                 doc_id=doc_id,
                 text=body,
@@ -299,6 +314,7 @@ class FileDocumentSource(DocumentSource):
                 category=category,
                 source_type=meta_text(meta, "type", "source_type") or source_type,
                 format=fmt,
+                access=access,
             )
         except InvalidInputError as error:
             return DocumentLoadFailure(relative, str(error), doc_id)
@@ -357,3 +373,23 @@ def _folder_name(folder: Path) -> str:
         raise InvalidInputError(
             f"the folder name cannot be a source name ({error}): pass a source name"
         ) from None
+
+
+def document_access(meta: Mapping[str, object], default: DocumentAccess) -> DocumentAccess:
+    """Front matter ``tenant`` / ``allowed_groups`` / ``public`` over ``default``."""
+    tenant: object = meta.get("tenant", default.tenant)
+    if tenant is None:
+        tenant = ""
+    if not isinstance(tenant, str):
+        raise InvalidInputError(f"tenant must be text, got {type(tenant).__name__}")
+    groups: object = meta.get("allowed_groups", sorted(default.allowed_groups))
+    if groups is None:
+        groups = []
+    if isinstance(groups, str):
+        groups = [groups]
+    if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+        raise InvalidInputError("allowed_groups must be a list of names")
+    public: object = meta.get("public", default.public)
+    if not isinstance(public, bool):
+        raise InvalidInputError(f"public must be true or false, got {public!r}")
+    return DocumentAccess(tenant=tenant, allowed_groups=frozenset(groups), public=public)

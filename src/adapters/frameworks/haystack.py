@@ -17,6 +17,7 @@ from haystack import Document, component
 
 from lookup_knowledge.adapters.frameworks import block_metadata
 from lookup_knowledge.application.lookup import LookupResult
+from lookup_knowledge.domain.access import Principal
 
 if TYPE_CHECKING:
     from lookup_knowledge.adapters.api import LookupApp
@@ -39,16 +40,21 @@ class LookupKnowledgeRetriever:
     """``lookup_knowledge`` as a Haystack retriever for one conversation: ``run(query,
     step_id=None)`` returns ``{"documents": [...], "found": bool, "message": str}``."""
 
-    def __init__(self, app: LookupApp, session_id: str) -> None:
+    def __init__(self, app: LookupApp, session_id: str, principal: Principal | None = None) -> None:
+        self._principal = principal
         self._app = app
         self._session_id = session_id
 
     @component.output_types(documents=list[Document], found=bool, message=str)
     def run(self, query: str, step_id: str | None = None) -> dict[str, Any]:
-        result = self._app.lookup_result(query, session_id=self._session_id, step_id=step_id)
+        result = self._app.lookup_result(
+            query, session_id=self._session_id, step_id=step_id, principal=self._principal
+        )
         return {"documents": _documents(result), "found": result.found, "message": result.message}
 
     @component.output_types(documents=list[Document], found=bool, message=str)
     async def run_async(self, query: str, step_id: str | None = None) -> dict[str, Any]:
-        result = await self._app.alookup_result(query, session_id=self._session_id, step_id=step_id)
+        result = await self._app.alookup_result(
+            query, session_id=self._session_id, step_id=step_id, principal=self._principal
+        )
         return {"documents": _documents(result), "found": result.found, "message": result.message}

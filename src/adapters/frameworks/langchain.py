@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from lookup_knowledge.adapters.frameworks import block_metadata
 from lookup_knowledge.application.lookup import LookupResult
 from lookup_knowledge.application.tool import MAX_QUERY_CHARS, TOOL_DESCRIPTION, TOOL_NAME
+from lookup_knowledge.domain.access import Principal
 
 if TYPE_CHECKING:
     from lookup_knowledge.adapters.api import LookupApp
@@ -52,12 +53,18 @@ class LookupKnowledgeRetriever(BaseRetriever):
 
     app: Any = Field(description="the LookupApp that answers and records")
     session_id: str
+    principal: Any = Field(default=None, description="who the lookups are for (Principal)")
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun
     ) -> list[Document]:
         app: LookupApp = self.app
-        result = app.lookup_result(query, session_id=self.session_id, step_id=_step(run_manager))
+        result = app.lookup_result(
+            query,
+            session_id=self.session_id,
+            step_id=_step(run_manager),
+            principal=self.principal,
+        )
         return _documents(result)
 
     async def _aget_relevant_documents(
@@ -65,7 +72,10 @@ class LookupKnowledgeRetriever(BaseRetriever):
     ) -> list[Document]:
         app: LookupApp = self.app
         result = await app.alookup_result(
-            query, session_id=self.session_id, step_id=_step(run_manager)
+            query,
+            session_id=self.session_id,
+            step_id=_step(run_manager),
+            principal=self.principal,
         )
         return _documents(result)
 
@@ -79,20 +89,31 @@ class _Query(BaseModel):
     tool_call_id: Annotated[str, InjectedToolCallId]
 
 
-def lookup_knowledge_tool(app: LookupApp, session_id: str) -> BaseTool:
+def lookup_knowledge_tool(
+    app: LookupApp, session_id: str, principal: Principal | None = None
+) -> BaseTool:
     """``lookup_knowledge(query)`` as a LangChain tool for one conversation (``session_id``
-    from the host). It returns the tool JSON (the agent payload); the model's tool-call id
-    is the step id and the tool-call id of the audit record."""
+    and ``principal`` from the host, never from the model). It returns the tool JSON
+    (the agent payload); the model's tool-call id is the step id and the tool-call id of
+    the audit record."""
 
     def run(query: str, tool_call_id: str) -> str:
         result = app.lookup_result(
-            query, session_id=session_id, step_id=tool_call_id, tool_call_id=tool_call_id
+            query,
+            session_id=session_id,
+            step_id=tool_call_id,
+            tool_call_id=tool_call_id,
+            principal=principal,
         )
         return json.dumps(result.to_tool_json(), ensure_ascii=False)
 
     async def arun(query: str, tool_call_id: str) -> str:
         result = await app.alookup_result(
-            query, session_id=session_id, step_id=tool_call_id, tool_call_id=tool_call_id
+            query,
+            session_id=session_id,
+            step_id=tool_call_id,
+            tool_call_id=tool_call_id,
+            principal=principal,
         )
         return json.dumps(result.to_tool_json(), ensure_ascii=False)
 

@@ -18,6 +18,7 @@ from llama_index.core.tools import FunctionTool
 from lookup_knowledge.adapters.frameworks import block_metadata
 from lookup_knowledge.application.lookup import LookupResult
 from lookup_knowledge.application.tool import TOOL_DESCRIPTION, TOOL_NAME
+from lookup_knowledge.domain.access import Principal
 
 if TYPE_CHECKING:
     from lookup_knowledge.adapters.api import LookupApp
@@ -41,7 +42,8 @@ class LookupKnowledgeRetriever(BaseRetriever):
     """``lookup_knowledge`` as a LlamaIndex retriever for one conversation; each retrieval
     is a step (``step-1``, ``step-2``, ... unless the host sets ``next_step_id``)."""
 
-    def __init__(self, app: LookupApp, session_id: str) -> None:
+    def __init__(self, app: LookupApp, session_id: str, principal: Principal | None = None) -> None:
+        self._principal = principal
         super().__init__()
         self._app = app
         self._session_id = session_id
@@ -54,30 +56,40 @@ class LookupKnowledgeRetriever(BaseRetriever):
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         result = self._app.lookup_result(
-            query_bundle.query_str, session_id=self._session_id, step_id=self._step()
+            query_bundle.query_str,
+            session_id=self._session_id,
+            step_id=self._step(),
+            principal=self._principal,
         )
         return _nodes(result)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         result = await self._app.alookup_result(
-            query_bundle.query_str, session_id=self._session_id, step_id=self._step()
+            query_bundle.query_str,
+            session_id=self._session_id,
+            step_id=self._step(),
+            principal=self._principal,
         )
         return _nodes(result)
 
 
-def lookup_knowledge_tool(app: LookupApp, session_id: str) -> FunctionTool:
+def lookup_knowledge_tool(
+    app: LookupApp, session_id: str, principal: Principal | None = None
+) -> FunctionTool:
     """``lookup_knowledge(query)`` as a LlamaIndex ``FunctionTool`` returning the tool JSON."""
     steps = itertools.count(1)
 
     def lookup_knowledge(query: str) -> str:
         """Search the knowledge base for evidence."""
-        result = app.lookup_result(query, session_id=session_id, step_id=f"tool-{next(steps)}")
+        result = app.lookup_result(
+            query, session_id=session_id, step_id=f"tool-{next(steps)}", principal=principal
+        )
         return json.dumps(result.to_tool_json(), ensure_ascii=False)
 
     async def alookup_knowledge(query: str) -> str:
         """Search the knowledge base for evidence."""
         result = await app.alookup_result(
-            query, session_id=session_id, step_id=f"tool-{next(steps)}"
+            query, session_id=session_id, step_id=f"tool-{next(steps)}", principal=principal
         )
         return json.dumps(result.to_tool_json(), ensure_ascii=False)
 

@@ -85,12 +85,15 @@ def rest_router(lookup_app: LookupApp, guard: TokenGuard) -> APIRouter:
             mode=body.mode,
             category=body.category,
             tool_call_id=body.tool_call_id,
+            principal=body.principal.principal() if body.principal else None,
         )
 
     @router.post("/v1/verify", dependencies=agent, tags=["agent"])
     def verify(body: VerifyRequest) -> VerifyResponse:
         """EvidenceGuard: which cited document_ids were really returned in the session."""
-        return VerifyResponse.of(lookup_app.verify_citations(body.session_id, body.document_ids))
+        return VerifyResponse.of(
+            lookup_app.verify_citations(body.session_id, body.document_ids, groups=body.groups)
+        )
 
     @router.post("/v1/check-answer", dependencies=agent, tags=["agent"])
     async def check_answer(body: CheckAnswerRequest) -> dict[str, Any]:

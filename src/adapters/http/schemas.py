@@ -19,6 +19,7 @@ from lookup_knowledge.application.ports import (
     SessionSummary,
 )
 from lookup_knowledge.application.tool import MAX_DOCUMENT_ID_CHARS, MAX_ID_CHARS
+from lookup_knowledge.domain.access import Principal
 
 Id = Field(min_length=1, max_length=MAX_ID_CHARS)
 
@@ -27,8 +28,20 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class PrincipalIn(_Body):
+    """Who the lookup is for, as the calling host authenticated them (``access.mode``)."""
+
+    tenant: str = Field(min_length=1, max_length=128)
+    user: str = Field(default="", max_length=128)
+    groups: list[str] = Field(default_factory=list, max_length=256)
+
+    def principal(self) -> Principal:
+        return Principal(self.tenant, self.user, frozenset(self.groups))
+
+
 class LookupRequest(_Body):
-    """One ``lookup_knowledge(query)`` call on behalf of an agent's session."""
+    """One ``lookup_knowledge(query)`` call on behalf of an agent's session. The caller
+    (holder of the agent token) is the host: it names the principal, never the model."""
 
     query: str = Field(description="The agent's query (the tool's one argument).")
     session_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
@@ -36,13 +49,16 @@ class LookupRequest(_Body):
     tool_call_id: str | None = Field(default=None, min_length=1, max_length=MAX_ID_CHARS)
     mode: Literal["dense", "sparse", "hybrid"] | None = None
     category: str | None = Field(default=None, max_length=MAX_ID_CHARS)
+    principal: PrincipalIn | None = None
 
 
 class VerifyRequest(_Body):
-    """The document_ids an agent cited in a session."""
+    """The document_ids an agent cited in a session (``groups``: the session principal's
+    groups, checked against the recorded digest, for ``forbidden``)."""
 
     session_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
     document_ids: list[str] = Field(max_length=1000)
+    groups: list[str] | None = Field(default=None, max_length=256)
 
 
 class CheckAnswerRequest(_Body):
@@ -82,6 +98,7 @@ class VerifyResponse(BaseModel):
     valid: list[CitationSourceOut]
     unknown: list[str]
     pending_in_spool: int
+    forbidden: list[str] = Field(default_factory=list)
 
     @classmethod
     def of(cls, r: CitationReport) -> VerifyResponse:
@@ -92,6 +109,7 @@ class VerifyResponse(BaseModel):
             valid=[CitationSourceOut.of(v) for v in r.valid],
             unknown=list(r.unknown),
             pending_in_spool=r.pending_in_spool,
+            forbidden=list(r.forbidden),
         )
 
 

@@ -13,7 +13,11 @@ semantics where they show through the port:
   each hit carries ``component_scores``: the raw cosine and BM25 score of the lists
   that found it (what its evidence strength is judged by);
 - grouping: at most ``group_size`` hits for each of the first ``top_k`` documents;
-- the category filter is an exact string comparison.
+- the category filter is an exact string comparison;
+- access: rows are keyed by ``storage_key(tenant, evidence_key)``, documents by doc
+  key, and every search and ``fetch_content`` keeps only rows the request's
+  ``AccessScope`` allows (``domain.access.can_see``), as the Milvus filter does. BM25
+  statistics are over every row, as in Milvus.
 
 Thread-safe; ``close()`` makes later calls fail with ``SearchUnavailable``.
 """
@@ -39,6 +43,7 @@ from lookup_knowledge.application.ports import (
     StoredDocument,
     TextAnalyzer,
 )
+from lookup_knowledge.domain.access import UNRESTRICTED, AccessScope, DocumentAccess, storage_key
 from lookup_knowledge.domain.errors import (
     IngestError,
     SchemaMismatch,
@@ -167,9 +172,12 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore):
             self._check_open()
             wanted = set(doc_ids) if doc_ids is not None else None
             return {
-                row.record.doc_id: StoredDocument(row.record.content_hash, row.record.source_name)
+                _doc_key(row.record): StoredDocument(
+                    row.record.content_hash, row.record.source_name
+                )
                 for row in self._rows.values()
-                if row.record.chunk_index == 0 and (wanted is None or row.record.doc_id in wanted)
+                if row.record.chunk_index == 0
+                and (wanted is None or _doc_key(row.record) in wanted)
             }
 
     def upsert_chunks(self, records: Sequence[ChunkRecord]) -> int:
@@ -191,14 +199,16 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore):
                 norm = math.sqrt(sum(x * x for x in record.vector)) if record.vector else 0.0
                 rows.append(_Row(record, tokens, sum(tokens.values()), norm))
             for row in rows:
-                self._rows[row.record.evidence_key] = row
+                self._rows[row.record.storage_key] = row
             return len(rows)
 
     def delete_chunks_except(self, doc_ids: Sequence[str], keep_keys: Sequence[str]) -> int:
         with self._lock:
             self._check_open()
             docs, keep = set(doc_ids), set(keep_keys)
-            doomed = [k for k, r in self._rows.items() if r.record.doc_id in docs and k not in keep]
+            doomed = [
+                k for k, r in self._rows.items() if _doc_key(r.record) in docs and k not in keep
+            ]
             for key in doomed:
                 del self._rows[key]
             return len(doomed)
@@ -231,7 +241,8 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore):
             rows = [
                 r
                 for r in self._rows.values()
-                if request.category_filter is None or r.record.category == request.category_filter
+                if (request.category_filter is None or r.record.category == request.category_filter)
+                and request.access.allows(r.record.access)
             ]
             if mode.needs_query_vector:
                 assert request.query_vector is not None
@@ -293,9 +304,9 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore):
         self, dense: list[tuple[_Row, float]], sparse: list[tuple[_Row, float]]
     ) -> list[_Scored]:
         lists = ((ScoreKind.COSINE, dense), (ScoreKind.BM25, sparse))
-        rows = {row.record.evidence_key: row for _kind, ranked in lists for row, _s in ranked}
-        raw = [{row.record.evidence_key: score for row, score in ranked} for _k, ranked in lists]
-        keys = [[row.record.evidence_key for row, _score in ranked] for _kind, ranked in lists]
+        rows = {row.record.storage_key: row for _kind, ranked in lists for row, _s in ranked}
+        raw = [{row.record.storage_key: score for row, score in ranked} for _k, ranked in lists]
+        keys = [[row.record.storage_key for row, _score in ranked] for _kind, ranked in lists]
         if self._weights is None:
             fused = [(f.key, f.score) for f in reciprocal_rank_fusion(keys, self._rrf_k)]
         else:  # the same WeightedRanker formula as the Milvus adapter
@@ -337,20 +348,39 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore):
             "source_type": record.source_type,
         }
         return KnowledgeSearchHit(
-            id=record.evidence_key,
+            id=record.storage_key,
             score=score,
             score_kind=kind,
             identity=extract_identity(metadata, record.evidence_key, rank),
             content=record.text if include_content else None,
             metadata=metadata,
             component_scores=components,
+            access=record.access,
         )
 
-    def fetch_content(self, evidence_keys: Sequence[str]) -> dict[str, str]:
+    def fetch_content(
+        self, evidence_keys: Sequence[str], access: AccessScope = UNRESTRICTED
+    ) -> dict[str, str]:
         with self._lock:
             self._check_open()
             return {
                 k: self._rows[k].record.text
                 for k in evidence_keys
-                if isinstance(k, str) and k in self._rows
+                if isinstance(k, str)
+                and k in self._rows
+                and access.allows(self._rows[k].record.access)
             }
+
+    def document_access(self, document_ids: Sequence[str]) -> dict[str, tuple[DocumentAccess, ...]]:
+        with self._lock:
+            self._check_open()
+            wanted = set(document_ids)
+            out: dict[str, list[DocumentAccess]] = {}
+            for row in self._rows.values():
+                if row.record.evidence_key in wanted:
+                    out.setdefault(row.record.evidence_key, []).append(row.record.access)
+            return {k: tuple(v) for k, v in out.items()}
+
+
+def _doc_key(record: ChunkRecord) -> str:
+    return storage_key(record.access.tenant, record.doc_id)

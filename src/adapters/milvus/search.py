@@ -23,6 +23,13 @@ search per list restricted to the returned keys: three round trips instead of tw
 the same two searches in the end. Two plain searches fused here are simpler and give
 the per-list scores for free.
 
+Access control: every search request carries an ``AccessScope``; under ``enforced``
+its filter (``filters.access_filter``) is ANDed into the one expression every pass
+uses: dense, sparse, both hybrid lists, client-side grouping's over-fetch and
+``fetch_content``. Hits carry the row's access fields, which the application checks
+again. A collection without access fields (schema version 2) is refused under
+``enforced``.
+
 The category filter is written by ``filters.eq`` only. ``group_size`` asks Milvus to
 group by ``doc_id`` (engine-side grouping); on a server without grouping the adapter
 over-fetches and groups itself, with the same result shape. In hybrid mode grouping
@@ -43,10 +50,14 @@ from typing import Any
 from lookup_knowledge.adapters.milvus.collection import KnowledgeCollection
 from lookup_knowledge.adapters.milvus.connection import MilvusConnection, ServerCapabilities
 from lookup_knowledge.adapters.milvus.errors import DRIVER_ERRORS, translate
-from lookup_knowledge.adapters.milvus.filters import eq, in_list
+from lookup_knowledge.adapters.milvus.filters import access_filter, all_of, eq, in_list
 from lookup_knowledge.adapters.milvus.schema import (
+    ACCESS_FIELDS,
+    ACCESS_PUBLIC,
+    ALLOWED_GROUPS,
     BM25_TEXT,
     CATEGORY,
+    CHUNK_INDEX,
     DEFAULT_COLLECTION,
     DENSE,
     DOC_ID,
@@ -54,6 +65,7 @@ from lookup_knowledge.adapters.milvus.schema import (
     MAX_BYTES,
     PK,
     SPARSE,
+    TENANT,
     TEXT,
     CollectionLayout,
     check_analysis,
@@ -66,6 +78,12 @@ from lookup_knowledge.application.ports import (
     KnowledgeSearchRequest,
     SearchCapabilities,
     TextAnalyzer,
+)
+from lookup_knowledge.domain.access import (
+    NO_ACL,
+    UNRESTRICTED,
+    AccessScope,
+    DocumentAccess,
 )
 from lookup_knowledge.domain.errors import (
     InvalidInputError,
@@ -124,6 +142,33 @@ def _key(hit: Any) -> str | None:
 
 def _doc_of(item: _Scored) -> object:
     return item.row.get(DOC_ID)
+
+
+def row_access(row: Any) -> DocumentAccess:
+    """A row's access fields; what cannot be read as such is no ACL (visible to nobody
+    under ``enforced``)."""
+    tenant = row.get(TENANT)
+    groups = row.get(ALLOWED_GROUPS)
+    public = row.get(ACCESS_PUBLIC)
+    try:
+        return DocumentAccess(
+            tenant=tenant if isinstance(tenant, str) else "",
+            allowed_groups=frozenset(str(g) for g in groups or ()),
+            public=public is True,
+        )
+    except (InvalidInputError, TypeError):
+        return NO_ACL
+
+
+def refuse_without_access(layout: CollectionLayout, scope: AccessScope, where: str) -> None:
+    if scope.enforced and not layout.access:
+        raise SchemaMismatch(
+            f"Milvus collection {layout.name!r} at {where} has no access fields (schema "
+            f"version {layout.schema_version}, written before access control): with "
+            "access.mode=enforced nothing in it says who may see it, so it is not searched. "
+            "Ingest the documents again with their tenant and groups into a new collection "
+            "(point milvus.collection at a new name), or set access.mode=off."
+        )
 
 
 def _distance(hit: Any) -> float:
@@ -232,6 +277,11 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
             "denseSearch": dense_search,
         }
 
+    def _access_filter(self, scope: AccessScope) -> str | None:
+        """The scope's filter; groups by LIKE on Lite (fast, no array read), by
+        ``array_contains_any`` on a server (before 2.4 it takes prefix patterns only)."""
+        return access_filter(scope, array_groups=not self._connection.is_lite)
+
     def _graph(self, index_type: str) -> bool:
         return index_type in _GRAPH_INDEXES or (
             index_type == "AUTOINDEX" and self._connection.is_lite
@@ -313,12 +363,16 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
             index_type, _params = self._collection.dense_index()
             if self._graph(index_type):
                 dense_params = {"ef": self._ef}
-        expression = ""
+        refuse_without_access(layout, request.access, self._collection.where)
+        category = ""
         if request.category_filter is not None:
             if not _fits(request.category_filter, MAX_BYTES[CATEGORY]):
                 return []  # longer than any stored category: nothing can match
-            expression = eq(CATEGORY, request.category_filter)
-        output_fields = [*LIGHT_FIELDS, TEXT] if request.include_content else list(LIGHT_FIELDS)
+            category = eq(CATEGORY, request.category_filter)
+        # One expression for every pass of this request: category AND access.
+        expression = all_of([category, self._access_filter(request.access)])
+        light = [*LIGHT_FIELDS, *ACCESS_FIELDS] if layout.access else list(LIGHT_FIELDS)
+        output_fields = [*light, TEXT] if request.include_content else light
         self._collection.ensure_loaded()
         group = request.group_size
         query = _Query(vector, query_terms, dense_params)
@@ -505,6 +559,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
                     content=content if isinstance(content, str) else None,
                     metadata=metadata,
                     component_scores=item.components,
+                    access=row_access(hit),
                 )
             )
         return hits
@@ -518,7 +573,9 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
 
     # ------------------------------------------------------------------ late materialisation
 
-    def fetch_content(self, evidence_keys: Sequence[str]) -> dict[str, str]:
+    def fetch_content(
+        self, evidence_keys: Sequence[str], access: AccessScope = UNRESTRICTED
+    ) -> dict[str, str]:
         keys: list[str] = []
         for key in dict.fromkeys(evidence_keys):
             if not isinstance(key, str) or not key or not _fits(key, MAX_BYTES[PK]):
@@ -530,7 +587,9 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
             keys.append(key)
         if not keys:
             return {}
-        self._collection.require_layout()
+        layout = self._collection.require_layout()
+        refuse_without_access(layout, access, self._collection.where)
+        rule = self._access_filter(access)
         self._collection.ensure_loaded()
         client = self._connection.client()
         out: dict[str, str] = {}
@@ -539,7 +598,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
             try:
                 rows = client.query(
                     self._collection.name,
-                    filter=in_list(PK, batch),
+                    filter=all_of([in_list(PK, batch), rule]),
                     output_fields=[PK, TEXT],
                     timeout=self._connection.timeout_s,
                     **self._read,
@@ -551,3 +610,44 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
                 if isinstance(key, str) and isinstance(text, str):
                     out[key] = text
         return out
+
+    # ------------------------------------------------------------------ verification
+
+    def document_access(self, document_ids: Sequence[str]) -> dict[str, tuple[DocumentAccess, ...]]:
+        """Every row holding each ``doc_id#chunk-N`` (any tenant), with its access."""
+        wanted: dict[tuple[str, int], str] = {}
+        for document_id in dict.fromkeys(document_ids):
+            doc_id, mark, index = document_id.rpartition("#chunk-")
+            if not mark or not index.isascii() or not index.isdigit() or not doc_id:
+                continue
+            if not _fits(doc_id, MAX_BYTES[DOC_ID]):
+                continue
+            try:
+                eq(DOC_ID, doc_id)
+            except InvalidInputError:
+                continue
+            wanted[(doc_id, int(index))] = document_id
+        layout = self._collection.layout()
+        if not wanted or layout is None:
+            return {}
+        self._collection.ensure_loaded()
+        fields = [DOC_ID, CHUNK_INDEX, *(ACCESS_FIELDS if layout.access else ())]
+        doc_ids = sorted({d for d, _i in wanted})
+        out: dict[str, list[DocumentAccess]] = {}
+        client = self._connection.client()
+        for start in range(0, len(doc_ids), self._fetch_batch):
+            try:
+                rows = client.query(
+                    self._collection.name,
+                    filter=in_list(DOC_ID, doc_ids[start : start + self._fetch_batch]),
+                    output_fields=fields,
+                    timeout=self._connection.timeout_s,
+                    **self._read,
+                )
+            except DRIVER_ERRORS as error:
+                raise translate(error, "read access", self._collection.where) from error
+            for row in rows:
+                key = wanted.get((str(row.get(DOC_ID)), int(row.get(CHUNK_INDEX, -1))))
+                if key is not None:
+                    out.setdefault(key, []).append(row_access(row))
+        return {k: tuple(v) for k, v in out.items()}

@@ -8,6 +8,11 @@ collection records the analysis fingerprint and schema version. An existing
 collection that does not match is a ``SchemaMismatch`` that says what to do. All
 writes are upserts keyed by the evidence key, in batches; deletes are by ``doc_id``
 through the filter builder. Driver failures become ``IngestError``.
+
+Documents are named by document key (``KnowledgeStore``): a tenant's rows carry the
+tenant, their primary key is ``storage_key(tenant, evidence_key)`` and every read or
+delete by document is also filtered by tenant. A version-2 collection (no access
+fields) takes only documents without access metadata.
 """
 
 from __future__ import annotations
@@ -21,8 +26,11 @@ from typing import Any
 from lookup_knowledge.adapters.milvus.collection import KnowledgeCollection
 from lookup_knowledge.adapters.milvus.connection import MilvusConnection
 from lookup_knowledge.adapters.milvus.errors import DRIVER_ERRORS, translate_ingest
-from lookup_knowledge.adapters.milvus.filters import all_of, eq, in_list, not_in_list
+from lookup_knowledge.adapters.milvus.filters import all_of, eq, groups_key, in_list, not_in_list
 from lookup_knowledge.adapters.milvus.schema import (
+    ACCESS_PUBLIC,
+    ALLOWED_GROUPS,
+    ALLOWED_GROUPS_KEY,
     BM25_TEXT,
     BREADCRUMB,
     CATEGORY,
@@ -38,6 +46,7 @@ from lookup_knowledge.adapters.milvus.schema import (
     SOURCE,
     SOURCE_NAME,
     SOURCE_TYPE,
+    TENANT,
     TEXT,
     TITLE,
     CollectionLayout,
@@ -57,7 +66,9 @@ from lookup_knowledge.application.ports import (
     KnowledgeStore,
     StoredDocument,
     TextAnalyzer,
+    doc_key_parts,
 )
+from lookup_knowledge.domain.access import storage_key
 from lookup_knowledge.domain.errors import (
     IngestError,
     InvalidInputError,
@@ -86,6 +97,12 @@ def fit_bytes(value: str, max_bytes: int) -> str:
     if len(encoded) <= max_bytes:
         return value
     return encoded[:max_bytes].decode("utf-8", "ignore")
+
+
+def _half_written(error: BaseException) -> bool:
+    """A Lite load that met an index file its background builder is still writing."""
+    text = str(error)
+    return "read error" in text or "File is too small" in text
 
 
 def _deleted(result: Any) -> int:
@@ -320,7 +337,8 @@ class MilvusKnowledgeStore(KnowledgeStore):
         """Release and load (Lite): ``load`` builds or reads every segment's index. The
         background builder may be writing an index file at that moment, and a load that
         reads it half-written fails ("read error in ...idx"); a later attempt finds the
-        file complete (or the index attached), so the load is retried."""
+        file complete (or the index attached), so the load is retried (Lite also words
+        it "File is too small")."""
         for attempt in range(1, attempts + 1):
             self._call("release_collection", client.release_collection, self._collection.name)
             try:
@@ -329,7 +347,7 @@ class MilvusKnowledgeStore(KnowledgeStore):
                 )
                 return
             except DRIVER_ERRORS as error:
-                if attempt == attempts or "read error" not in str(error):
+                if attempt == attempts or not _half_written(error):
                     raise translate_ingest(
                         error, "load_collection", self._collection.where
                     ) from error
@@ -347,7 +365,8 @@ class MilvusKnowledgeStore(KnowledgeStore):
         return int(rows[0]["count(*)"]) if rows else 0
 
     def documents(self, doc_ids: Sequence[str] | None = None) -> dict[str, StoredDocument]:
-        if self._layout() is None:
+        layout = self._layout()
+        if layout is None:
             return {}
         client = self._client()
         head = eq(CHUNK_INDEX, 0)
@@ -355,11 +374,8 @@ class MilvusKnowledgeStore(KnowledgeStore):
         if doc_ids is None:
             filters = [head]
         else:
-            wanted = [d for d in dict.fromkeys(doc_ids) if self._storable_id(d)]
-            filters = [
-                all_of([head, in_list(DOC_ID, wanted[i : i + self._filter_batch])])
-                for i in range(0, len(wanted), self._filter_batch)
-            ]
+            filters = [all_of([head, e]) for e in self._by_document(layout, doc_ids)]
+        fields = [DOC_ID, CONTENT_HASH, SOURCE_NAME, *([TENANT] if layout.access else [])]
         out: dict[str, StoredDocument] = {}
         for expression in filters:
             rows = self._read(
@@ -367,13 +383,32 @@ class MilvusKnowledgeStore(KnowledgeStore):
                 client.query,
                 self._collection.name,
                 filter=expression,
-                output_fields=[DOC_ID, CONTENT_HASH, SOURCE_NAME],
+                output_fields=fields,
             )
             for row in rows:
-                out[str(row[DOC_ID])] = StoredDocument(
+                tenant = row.get(TENANT)
+                key = storage_key(tenant if isinstance(tenant, str) else "", str(row[DOC_ID]))
+                out[key] = StoredDocument(
                     content_hash=str(row[CONTENT_HASH]),
                     source_name=str(row.get(SOURCE_NAME) or ""),
                 )
+        return out
+
+    def _by_document(self, layout: CollectionLayout, doc_keys: Sequence[str]) -> list[str]:
+        """Expressions (one per tenant and batch) that select the rows of ``doc_keys``."""
+        by_tenant: dict[str, list[str]] = defaultdict(list)
+        for key in dict.fromkeys(doc_keys):
+            tenant, doc_id = doc_key_parts(key)
+            if not self._storable_id(doc_id):
+                continue
+            if tenant and not layout.access:
+                continue  # a version-2 collection holds no tenant's document
+            by_tenant[tenant].append(doc_id)
+        out: list[str] = []
+        for tenant, ids in by_tenant.items():
+            scope = eq(TENANT, tenant) if layout.access else None
+            for i in range(0, len(ids), self._filter_batch):
+                out.append(all_of([scope, in_list(DOC_ID, ids[i : i + self._filter_batch])]))
         return out
 
     @staticmethod
@@ -392,11 +427,21 @@ class MilvusKnowledgeStore(KnowledgeStore):
     # ------------------------------------------------------------------ writes
 
     def _row(self, record: ChunkRecord, layout: CollectionLayout) -> dict[str, Any]:
+        access = record.access
+        if access.has_acl and not layout.access:
+            raise IngestError(
+                f"Milvus collection {layout.name!r} at {self._collection.where} has no access "
+                f"fields (schema version {layout.schema_version}, written before access "
+                f"control), so it cannot keep {record.doc_id!r}'s tenant, groups or public "
+                "flag: ingest into a new collection (point milvus.collection at a new name)"
+            )
         for name, value in (
             (DOC_ID, record.doc_id),
             (CATEGORY, record.category),
             (SOURCE_NAME, record.source_name),
-            (PK, record.evidence_key),
+            (PK, record.storage_key),
+            (TENANT, access.tenant),
+            *((ALLOWED_GROUPS, g) for g in access.allowed_groups),
         ):
             if len(value.encode("utf-8")) > MAX_BYTES[name]:
                 raise IngestError(
@@ -408,7 +453,7 @@ class MilvusKnowledgeStore(KnowledgeStore):
                 "lower the chunk size"
             )
         row: dict[str, Any] = {
-            PK: record.evidence_key,
+            PK: record.storage_key,
             DOC_ID: record.doc_id,
             CHUNK_INDEX: record.chunk_index,
             CATEGORY: record.category,
@@ -421,6 +466,11 @@ class MilvusKnowledgeStore(KnowledgeStore):
             CONTENT_HASH: record.content_hash,
             INGESTED_AT: int(record.ingested_at.timestamp() * 1000),
         }
+        if layout.access:
+            row[TENANT] = access.tenant
+            row[ALLOWED_GROUPS] = sorted(access.allowed_groups)
+            row[ALLOWED_GROUPS_KEY] = groups_key(access.allowed_groups)
+            row[ACCESS_PUBLIC] = access.public
         if layout.bm25:
             row[BM25_TEXT] = fit_bytes(self._text.analyse(bm25_input(record)), MAX_BYTES[BM25_TEXT])
         if layout.has_dense:
@@ -452,7 +502,7 @@ class MilvusKnowledgeStore(KnowledgeStore):
     def delete_chunks_except(self, doc_ids: Sequence[str], keep_keys: Sequence[str]) -> int:
         if not doc_ids:
             return 0
-        self._require()
+        layout = self._require()
         client = self._client()
         keep: dict[str, list[str]] = defaultdict(list)
         for key in keep_keys:
@@ -462,21 +512,21 @@ class MilvusKnowledgeStore(KnowledgeStore):
         for start in range(0, len(unique), self._filter_batch):
             docs = unique[start : start + self._filter_batch]
             kept = [k for d in docs for k in keep.get(d, ())]
-            expression = all_of([in_list(DOC_ID, docs), not_in_list(PK, kept) if kept else None])
-            result = self._read(
-                "delete stale chunks", client.delete, self._collection.name, filter=expression
-            )
-            deleted += _deleted(result)
+            for expression in self._by_document(layout, docs):
+                selected = all_of([expression, not_in_list(PK, kept) if kept else None])
+                result = self._read(
+                    "delete stale chunks", client.delete, self._collection.name, filter=selected
+                )
+                deleted += _deleted(result)
         return deleted
 
     def delete_documents(self, doc_ids: Sequence[str]) -> int:
-        if not doc_ids or self._layout() is None:
+        layout = self._layout()
+        if not doc_ids or layout is None:
             return 0
         client = self._client()
-        unique = list(dict.fromkeys(doc_ids))
         deleted = 0
-        for start in range(0, len(unique), self._filter_batch):
-            expression = in_list(DOC_ID, unique[start : start + self._filter_batch])
+        for expression in self._by_document(layout, doc_ids):
             result = self._read(
                 "delete documents", client.delete, self._collection.name, filter=expression
             )

@@ -19,6 +19,7 @@ from lookup_knowledge.application.lookup.config import LookupConfig
 from lookup_knowledge.application.lookup.post_processor import PostProcessed
 from lookup_knowledge.application.lookup.result import LookupResult
 from lookup_knowledge.application.lookup.retriever import Retrieval
+from lookup_knowledge.domain.access import UNRESTRICTED, AccessScope
 from lookup_knowledge.domain.errors import LookupKnowledgeError
 from lookup_knowledge.domain.model import InvocationStatus, QueryHints, SearchMode, Traffic
 from lookup_knowledge.domain.packing import ContextPack, OmissionReason
@@ -42,6 +43,7 @@ class LookupCall:
     step_id: str | None = None
     tool_call_id: str | None = None
     traffic: Traffic = Traffic.PRODUCTION
+    access: AccessScope = UNRESTRICTED
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +112,11 @@ class Assembler:
             "queryHints": out.hints.as_trace(),
             "passes": [p.as_trace() for p in out.retrieval.passes],
             "filterApplied": out.retrieval.filter_applied,
+            "access": {
+                "mode": call.access.mode.value,
+                "filter": call.access.describe(),
+                "droppedByCheck": out.retrieval.access_dropped,
+            },
             "fallbackReason": out.retrieval.fallback_reason,
             "counts": {**out.processed.counts, "projected": len(out.blocks)},
             "timingsMs": {k: round(v, 3) for k, v in out.timings_ms.items()},

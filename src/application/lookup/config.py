@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from lookup_knowledge.domain.access import AccessMode, Principal
 from lookup_knowledge.domain.errors import ConfigurationError, InvalidInputError
 from lookup_knowledge.domain.model import SearchMode, Traffic
 from lookup_knowledge.domain.projection import ProjectionBudgets
@@ -45,6 +46,8 @@ class LookupConfig:
     projection: ProjectionBudgets = field(default_factory=ProjectionBudgets)
     quality: QualityThresholds = field(default_factory=QualityThresholds)
     payload_profile: PayloadProfile = PayloadProfile.AGENT
+    #: ``access.mode``: off (everyone sees everything) or enforced (``domain/access.py``).
+    access_mode: AccessMode = AccessMode.OFF
 
     def __post_init__(self) -> None:
         if self.context_char_budget < 1:
@@ -61,8 +64,15 @@ class LookupOptions:
     category: str | None = None  # an explicit filter: no unfiltered retry
     tool_call_id: str | None = None
     traffic: Traffic = Traffic.PRODUCTION
+    #: Who the lookup is for, from the host (never from the agent). Under
+    #: ``access.mode=enforced`` None sees only documents marked public.
+    principal: Principal | None = None
 
     def __post_init__(self) -> None:
+        if self.principal is not None and not isinstance(self.principal, Principal):
+            raise InvalidInputError(
+                f"principal must be a Principal; got {type(self.principal).__name__}"
+            )
         # A host passes these from its own code: a wrong type is its bug, said plainly,
         # and an empty category is refused rather than silently dropped as a filter.
         if self.mode is not None and not isinstance(self.mode, SearchMode):

@@ -38,6 +38,7 @@ def invocation_record(
     span_id: str | None,
 ) -> ToolInvocation:
     """The audit record of one lookup (validated on construction)."""
+    principal = call.access.principal
     return ToolInvocation(
         id=call.invocation_id,
         session_id=call.session_id,
@@ -64,6 +65,11 @@ def invocation_record(
         span_id=span_id,
         retrieval_details=_details(out, result),
         evidence=_shown_evidence(out),
+        principal_tenant=principal.tenant if principal else None,
+        principal_user=(principal.user or None) if principal else None,
+        principal_groups_hash=principal.groups_hash() if principal else None,
+        access_mode=call.access.mode.value,
+        access_filter=call.access.describe() if call.access.enforced else None,
     )
 
 

@@ -15,10 +15,18 @@ A hit the audit store could not record exactly as the agent would see it (an id,
 category or a source beyond the limits of ``evidence_problem``, a NUL or a lone
 surrogate in one) and a hit without text are dropped here, each with its reason in the
 retrieval trace (``dropped``): evidence is never served unrecorded or empty.
+
+Access: every pass (the filtered one and the unfiltered retry alike) and the content
+fetch carry the lookup's ``AccessScope``, so the engine filters by it. Defence in
+depth: each hit is checked again against ``AccessScope.allows`` with the access
+metadata the engine returned; a hit that fails is dropped, counted
+(``access_dropped``), logged and listed in the trace, even if the engine's filter
+should have excluded it.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -31,9 +39,15 @@ from lookup_knowledge.application.ports import (
     KnowledgeSearchRequest,
     evidence_problem,
 )
+from lookup_knowledge.domain.access import UNRESTRICTED, AccessScope
 from lookup_knowledge.domain.errors import ConfigurationError
 from lookup_knowledge.domain.model import EvidenceCandidate, QueryHints, RankedCandidate, SearchMode
 from lookup_knowledge.domain.relevance import normalise_relevance
+
+logger = logging.getLogger(__name__)
+
+#: The reason a hit the principal may not see is dropped with (trace and audit).
+ACCESS_DENIED = "not visible to this principal (dropped by the access check)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +60,7 @@ class SearchPass:
     usable: int
     duration_ms: float
     dropped: int = 0  # hits that could not be served (see ``Retrieval.dropped``)
+    access_dropped: int = 0  # of those, hits the principal may not see
 
     def as_trace(self) -> dict[str, object]:
         return {
@@ -54,6 +69,7 @@ class SearchPass:
             "hits": self.hits,
             "usable": self.usable,
             "dropped": self.dropped,
+            "accessDropped": self.access_dropped,
             "durationMs": round(self.duration_ms, 3),
         }
 
@@ -114,6 +130,11 @@ class Retrieval:
     dropped: tuple[DroppedHit, ...] = ()  # of every pass
 
     @property
+    def access_dropped(self) -> int:
+        """Hits of every pass that the defence-in-depth access check dropped."""
+        return sum(p.access_dropped for p in self.passes)
+
+    @property
     def filter_applied(self) -> str | None:
         return self.passes[-1].filter if self.passes else None
 
@@ -147,7 +168,12 @@ class Retriever:
         self._config = config
 
     def retrieve(
-        self, query: str, hints: QueryHints, mode: SearchMode, category: str | None
+        self,
+        query: str,
+        hints: QueryHints,
+        mode: SearchMode,
+        category: str | None,
+        access: AccessScope = UNRESTRICTED,
     ) -> Retrieval:
         timings: dict[str, float] = {}
         vector = self._query_vector(query, mode, timings)
@@ -156,7 +182,7 @@ class Retriever:
         passes: list[SearchPass] = []
         dropped: list[DroppedHit] = []
         usable, below = self._search_pass(
-            query, mode, vector, first_filter, source, passes, dropped
+            query, mode, vector, first_filter, source, passes, dropped, access
         )
         fallback_reason: str | None = None
         if not usable and first_filter is not None and source == "l0":
@@ -165,7 +191,9 @@ class Retriever:
                 if passes[-1].hits == 0
                 else "filtered_pass_below_min_relevance"
             )
-            usable, below = self._search_pass(query, mode, vector, None, None, passes, dropped)
+            usable, below = self._search_pass(
+                query, mode, vector, None, None, passes, dropped, access
+            )
         timings["search"] = sum(p.duration_ms for p in passes)
         return Retrieval(
             candidates=tuple(usable),
@@ -177,7 +205,9 @@ class Retriever:
             dropped=tuple(dropped),
         )
 
-    def materialise(self, final: Sequence[RankedCandidate]) -> Materialised:
+    def materialise(
+        self, final: Sequence[RankedCandidate], access: AccessScope = UNRESTRICTED
+    ) -> Materialised:
         """Fetch the content of candidates searched without it (late materialisation),
         by each row's primary key. A row deleted between search and fetch (a concurrent
         re-ingest) or one without text is dropped with its reason: a block is never
@@ -186,7 +216,7 @@ class Retriever:
         if not missing:
             return Materialised(kept=tuple(final))
         t = self._clock.monotonic()
-        fetched = self._search.fetch_content(missing)
+        fetched = self._search.fetch_content(missing, access)
         kept: list[RankedCandidate] = []
         vanished: list[str] = []
         dropped: list[DroppedHit] = []
@@ -201,7 +231,7 @@ class Retriever:
                     DroppedHit(
                         _shown(item.evidence_key),
                         f"no row with primary key {_shown(_row_key(item))!r} at fetch time "
-                        "(deleted meanwhile)",
+                        "(deleted meanwhile, or no longer visible to this principal)",
                     )
                 )
                 continue
@@ -243,6 +273,7 @@ class Retriever:
         source: str | None,
         passes: list[SearchPass],
         dropped: list[DroppedHit],
+        access: AccessScope = UNRESTRICTED,
     ) -> tuple[list[EvidenceCandidate], int]:
         settings = self._config.retrieval
         cap = settings.max_chunks_per_document
@@ -257,13 +288,25 @@ class Retriever:
             embedder=self._embedder.identity
             if vector is not None and self._embedder is not None
             else None,
+            access=access,
         )
         t = self._clock.monotonic()
         hits = self._search.search(request)
         duration_ms = (self._clock.monotonic() - t) * 1000.0
         candidates: list[EvidenceCandidate] = []
         unservable = 0
+        denied = 0
         for rank, hit in enumerate(hits, 1):
+            if not access.allows(hit.access):
+                # The engine's filter should have excluded it: never served, and said.
+                denied += 1
+                unservable += 1
+                dropped.append(DroppedHit(_shown(hit.identity.evidence_key), ACCESS_DENIED))
+                logger.warning(
+                    "search returned a hit the principal may not see; dropped",
+                    extra={"document_id": _shown(hit.identity.evidence_key)},
+                )
+                continue
             candidate = self._candidate(hit, rank, mode, category)
             why = _unservable(candidate)
             if why is None:
@@ -280,6 +323,7 @@ class Retriever:
                 usable=len(usable),
                 duration_ms=duration_ms,
                 dropped=unservable,
+                access_dropped=denied,
             )
         )
         return usable, len(candidates) - len(usable)

@@ -39,6 +39,7 @@ from lookup_knowledge.application.ports import (
 )
 from lookup_knowledge.application.query_transformer import QueryTransformer
 from lookup_knowledge.application.tool import TOOL_NAME
+from lookup_knowledge.domain.access import AccessScope
 from lookup_knowledge.domain.errors import InternalError, LookupKnowledgeError
 from lookup_knowledge.domain.model import QueryHints
 from lookup_knowledge.domain.packing import ContextPack
@@ -117,6 +118,7 @@ class LookupKnowledge:
             step_id=step_id,
             tool_call_id=opts.tool_call_id,
             traffic=opts.traffic,
+            access=AccessScope(self._config.access_mode, opts.principal),
         )
         with self._telemetry.span(f"execute_tool {TOOL_NAME}", _tool_attributes(call)) as span:
             timings: dict[str, float] = {}
@@ -163,12 +165,14 @@ class LookupKnowledge:
                 t = self._clock.monotonic()
                 hints = self._transformer.transform(call.query)
                 timings["transform"] = (self._clock.monotonic() - t) * 1000.0
-                retrieval = self._retriever.retrieve(call.query, hints, call.mode, category)
+                retrieval = self._retriever.retrieve(
+                    call.query, hints, call.mode, category, call.access
+                )
                 timings.update(retrieval.timings_ms)
                 if retrieval.candidates:
                     ranked = self._post_processor.process(retrieval, hints)
                     timings["postprocess"] = ranked.duration_ms
-                    materialised = self._retriever.materialise(ranked.final)
+                    materialised = self._retriever.materialise(ranked.final, call.access)
                     timings["materialise"] = materialised.duration_ms
                     ranked = ranked.with_materialised(materialised)
                     t = self._clock.monotonic()

@@ -30,6 +30,7 @@ from lookup_knowledge.application.tool import (
     TOOL_NAME,
     unstorable_text,
 )
+from lookup_knowledge.domain.access import AccessMode
 from lookup_knowledge.domain.errors import AuditError, InvalidInputError
 from lookup_knowledge.domain.model import InvocationStatus, SearchMode, Traffic
 
@@ -106,6 +107,13 @@ class ToolInvocation:
     evidence: tuple[EvidenceRecord, ...] = ()
     #: production (an agent's call), eval or replay; see ``Traffic``.
     traffic: str = Traffic.PRODUCTION.value
+    #: Who the lookup was for (``Principal``: tenant, user, sha256 of the groups; None
+    #: without a principal), the access mode in force and the filter it applied.
+    principal_tenant: str | None = None
+    principal_user: str | None = None
+    principal_groups_hash: str | None = None
+    access_mode: str = "off"
+    access_filter: str | None = None
 
     def __post_init__(self) -> None:
         # Validated once, where it is made: every recorder (SQL, spool, fake) receives
@@ -179,6 +187,7 @@ def parse_invocation_id(value: str) -> uuid.UUID:
 
 
 TRAFFIC_KINDS = frozenset(t.value for t in Traffic)
+ACCESS_MODES = frozenset(m.value for m in AccessMode)
 ALL_TRAFFIC: Literal["all"] = "all"
 
 
@@ -214,6 +223,12 @@ def validate_invocation(invocation: ToolInvocation) -> None:
         fail(f"status must be one of {sorted(STATUSES)}, not {invocation.status!r}")
     if invocation.traffic not in TRAFFIC_KINDS:
         fail(f"traffic must be one of {sorted(TRAFFIC_KINDS)}, not {invocation.traffic!r}")
+    if invocation.access_mode not in ACCESS_MODES:
+        fail(f"access_mode must be one of {sorted(ACCESS_MODES)}, not {invocation.access_mode!r}")
+    for name in ("principal_tenant", "principal_user", "principal_groups_hash"):
+        value = getattr(invocation, name)
+        if value is not None and (not isinstance(value, str) or len(value) > MAX_ID_CHARS):
+            fail(f"{name} must be a string of at most {MAX_ID_CHARS} characters")
     if not isinstance(invocation.started_at, datetime):
         fail("started_at must be a datetime")
     if not math.isfinite(invocation.duration_ms) or invocation.duration_ms < 0:
@@ -334,10 +349,13 @@ class InvocationFilter:
     offset: int = 0
     newest_first: bool = False
     traffic: Traffic | Literal["all"] | None = None
+    #: Only invocations made for this principal tenant.
+    tenant: str | None = None
 
     def __post_init__(self) -> None:
         if self.traffic != ALL_TRAFFIC:
             check_traffic(self.traffic)
+        check_tenant(self.tenant)
         if self.session_id is not None:
             _require_session(self.session_id)
         if self.step_id is not None and (not self.step_id or len(self.step_id) > MAX_ID_CHARS):
@@ -377,6 +395,11 @@ class InvocationSummary:
     started_at: datetime
     duration_ms: float
     traffic: str = Traffic.PRODUCTION.value
+    principal_tenant: str | None = None
+    principal_user: str | None = None
+    principal_groups_hash: str | None = None
+    access_mode: str = "off"
+    access_filter: str | None = None
 
 
 EvidenceView = EvidenceRecord
@@ -482,7 +505,9 @@ class CitationReport:
     """The verdict on an agent's citations for one session.
 
     ``valid`` keeps the order of the cited ids; ``unknown`` ids were never returned to
-    the session *as far as the database knows*. When ``pending_in_spool`` > 0 some of
+    the session *as far as the database knows*; ``forbidden`` ids (a subset of what
+    would otherwise be unknown) exist in the knowledge base only in documents the
+    session's principal may not see (access control enforced). When ``pending_in_spool`` > 0 some of
     the session's records are not in the database yet, so ``unknown`` may be too long:
     ``conclusive`` is False then.
     """
@@ -491,6 +516,7 @@ class CitationReport:
     valid: tuple[CitationSource, ...]
     unknown: tuple[str, ...]
     pending_in_spool: int = 0
+    forbidden: tuple[str, ...] = ()
 
     @property
     def conclusive(self) -> bool:
@@ -498,11 +524,20 @@ class CitationReport:
 
     @property
     def all_valid(self) -> bool:
-        return not self.unknown
+        return not self.unknown and not self.forbidden
 
     @property
     def valid_ids(self) -> tuple[str, ...]:
         return tuple(v.document_id for v in self.valid)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPrincipal:
+    """A principal a session's lookups were made for, as recorded, with the mode."""
+
+    tenant: str | None
+    groups_hash: str | None
+    access_mode: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -533,6 +568,7 @@ class QualitySummary:
     claims_checked: int = 0
     claims_supported: int = 0
     traffic: Traffic | None = Traffic.PRODUCTION  # what was counted (None: every kind)
+    tenant: str | None = None  # the principal tenant counted (None: every one)
 
     @property
     def supported_claim_share(self) -> float | None:
@@ -623,9 +659,11 @@ class AuditQueries(ABC):
         time_range: TimeRange,
         limit: int = 10,
         traffic: Traffic | None = Traffic.PRODUCTION,
+        tenant: str | None = None,
     ) -> tuple[DocumentCount, ...]:
         """Documents returned most often in the range (ties by document_id), counting
-        ``traffic`` only (production by default; ``None``: every kind)."""
+        ``traffic`` only (production by default; ``None``: every kind) and, with
+        ``tenant``, that principal tenant's invocations only."""
 
     @abstractmethod
     def quality_summary(
@@ -633,9 +671,15 @@ class AuditQueries(ABC):
         time_range: TimeRange,
         top_n: int = 10,
         traffic: Traffic | None = Traffic.PRODUCTION,
+        tenant: str | None = None,
     ) -> QualitySummary:
         """Counts, rates and percentiles of ``traffic`` in the range (production by
-        default, so an eval's thousands of calls do not drown the agents' ones)."""
+        default, so an eval's thousands of calls do not drown the agents' ones); with
+        ``tenant``, that principal tenant's invocations only."""
+
+    def session_principals(self, session_id: str) -> tuple[SessionPrincipal, ...]:
+        """The distinct (tenant, groups hash, access mode) of the session's invocations."""
+        return ()
 
     def verify_citations(self, session_id: str, document_ids: Sequence[str]) -> CitationReport:
         """Valid and unknown citations as the database knows them (no spool view)."""
@@ -647,6 +691,13 @@ class AuditQueries(ABC):
             valid=tuple(found[d] for d in cited if d in found),
             unknown=tuple(d for d in cited if d not in found),
         )
+
+
+def check_tenant(tenant: object) -> None:
+    if tenant is not None and (
+        not isinstance(tenant, str) or not tenant or len(tenant) > MAX_ID_CHARS
+    ):
+        raise InvalidInputError(f"tenant must be a string of 1..{MAX_ID_CHARS} characters")
 
 
 def check_top_limit(limit: int) -> None:

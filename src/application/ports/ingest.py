@@ -16,6 +16,7 @@ from lookup_knowledge.application.tool import (
     MAX_SOURCE_NAME_CHARS,
     unstorable_text,
 )
+from lookup_knowledge.domain.access import NO_ACL, DocumentAccess, split_storage_key, storage_key
 from lookup_knowledge.domain.errors import InvalidInputError
 from lookup_knowledge.domain.identity import chunk_key
 
@@ -72,9 +73,18 @@ class SourceDocument:
     category: str = ""
     source_type: str = ""
     format: str = "markdown"  # "markdown" (headings split sections) or "text"
+    #: Who may see it (tenant, allowed groups, public); None: the source's default.
+    access: DocumentAccess | None = None
+
+    @property
+    def doc_key(self) -> str:
+        """The document as the store keys it: its doc_id within its tenant."""
+        return storage_key(self.access.tenant if self.access else "", self.doc_id)
 
     def __post_init__(self) -> None:
         validate_doc_id(self.doc_id)
+        if self.access is not None and not isinstance(self.access, DocumentAccess):
+            raise InvalidInputError("access must be a DocumentAccess")
         # The same limits the audit store keeps (``evidence_problem``): a document whose
         # evidence could not be recorded exactly is refused here, not at lookup time.
         for name, value, limit in (
@@ -145,8 +155,14 @@ class DocumentSource(ABC):
         run never replaces a document another source owns, and ``sync`` deletes only
         documents this source owns."""
 
+    @property
+    def default_access(self) -> DocumentAccess:
+        """The access metadata of a document that does not carry its own (the
+        source-level default); no ACL unless the source is given one."""
+        return NO_ACL
+
     def bind(self, owners: Mapping[str, str]) -> None:  # noqa: B027 - optional hook
-        """Called once before ``documents`` with what the store holds (doc_id ->
+        """Called once before ``documents`` with what the store holds (doc key ->
         owning source), so a source can resolve its name and namespace against
         earlier runs (a sub-folder of an ingested folder keeps that folder's ids)."""
 
@@ -210,6 +226,12 @@ class ChunkRecord:
     ingested_at: datetime
     vector: tuple[float, ...] | None = None
     source_name: str = ""  # the ingest source that owns the document
+    access: DocumentAccess = NO_ACL  # tenant, allowed groups, public
+
+    @property
+    def storage_key(self) -> str:
+        """The row's primary key: the evidence key within the document's tenant."""
+        return storage_key(self.access.tenant, self.evidence_key)
 
     def __post_init__(self) -> None:
         if self.evidence_key != chunk_key(self.doc_id, self.chunk_index):
@@ -226,9 +248,24 @@ class StoredDocument:
     source_name: str
 
 
+def doc_key_parts(doc_key: str) -> tuple[str, str]:
+    """(tenant, doc_id) of a store's document key (``domain.access.storage_key``)."""
+    return split_storage_key(doc_key)
+
+
+def shown_doc_key(doc_key: str) -> str:
+    """A document key for reports: the doc_id, with its tenant when it has one."""
+    tenant, doc_id = split_storage_key(doc_key)
+    return f"{doc_id} (tenant {tenant!r})" if tenant else doc_id
+
+
 class KnowledgeStore(ABC):
     """The write side of the knowledge base. Raises ``IngestError`` (or
-    ``SchemaMismatch`` from ``ensure_collection``) only."""
+    ``SchemaMismatch`` from ``ensure_collection``) only.
+
+    Documents are named by their *document key*: the doc_id for a document without a
+    tenant, ``storage_key(tenant, doc_id)`` for a tenant's (two tenants may hold the
+    same doc_id); evidence keys in ``keep_keys`` are storage keys likewise."""
 
     @abstractmethod
     def ensure_collection(
@@ -248,10 +285,10 @@ class KnowledgeStore(ABC):
 
     @abstractmethod
     def documents(self, doc_ids: Sequence[str] | None = None) -> dict[str, StoredDocument]:
-        """doc_id -> hash and owner (read from chunk 0) for the given or all documents."""
+        """doc key -> hash and owner (read from chunk 0) for the given or all documents."""
 
     def document_hashes(self, doc_ids: Sequence[str] | None = None) -> dict[str, str]:
-        """doc_id -> content hash (read from chunk 0) for the given or all documents."""
+        """doc key -> content hash (read from chunk 0) for the given or all documents."""
         return {d: s.content_hash for d, s in self.documents(doc_ids).items()}
 
     @abstractmethod
@@ -260,7 +297,8 @@ class KnowledgeStore(ABC):
 
     @abstractmethod
     def delete_chunks_except(self, doc_ids: Sequence[str], keep_keys: Sequence[str]) -> int:
-        """Delete the rows of ``doc_ids`` whose evidence key is not in ``keep_keys``."""
+        """Delete the rows of the documents (doc keys) whose storage key is not in
+        ``keep_keys``."""
 
     @abstractmethod
     def delete_documents(self, doc_ids: Sequence[str]) -> int:

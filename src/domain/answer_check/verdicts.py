@@ -56,6 +56,8 @@ class CitationStatus(StrEnum):
     VALID = "valid"
     UNKNOWN = "unknown"
     NOT_IN_SESSION = "not_in_session"
+    #: The id exists, but only in documents the session's principal may not see.
+    FORBIDDEN = "forbidden"
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +73,11 @@ class CitationVerdict:
             return (
                 f"{self.document_id}: not returned in this session "
                 f"(returned in session {', '.join(self.other_sessions)})"
+            )
+        if self.status is CitationStatus.FORBIDDEN:
+            return (
+                f"{self.document_id}: not visible to this session's principal "
+                "(forbidden by access control)"
             )
         return f"{self.document_id}: never returned (unknown id)"
 

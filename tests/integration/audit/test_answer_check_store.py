@@ -268,8 +268,17 @@ def test_an_audit_store_written_before_0002_still_verifies_and_checks(
     try:
         old = create_audit_engine(old_url)
         upgrade_database(old, "0001_audit_store")
-        # traffic came in 0003 (its server default fills the old rows).
-        old_columns = {c.name for c in tool_invocation.columns} - {"recorded_at", "traffic"}
+        # traffic came in 0003, the principal and access columns in 0004 (their server
+        # defaults, or NULL, fill the old rows).
+        old_columns = {c.name for c in tool_invocation.columns} - {
+            "recorded_at",
+            "traffic",
+            "principal_tenant",
+            "principal_user",
+            "principal_groups_hash",
+            "access_mode",
+            "access_filter",
+        }
         old_evidence = {c.name for c in invocation_evidence.columns} - {"shown_text"}
         with old.begin() as conn:
             # Only the 0001 columns: the INSERT names no shown_text column.

@@ -126,7 +126,7 @@ def test_a_collection_records_its_schema_version_and_analysis(
     store = MilvusKnowledgeStore(connection, collection=collection)
     store.ensure_collection(8)
     described = store.describe()
-    assert described["schemaVersion"] == 2
+    assert described["schemaVersion"] == 3
     assert described["analysis"] == SnowballJiebaAnalyzer().fingerprint
 
 

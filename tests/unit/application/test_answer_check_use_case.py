@@ -238,3 +238,41 @@ def test_claim_counts_give_the_share_of_supported_claims(
         1,
         0.5,
     )
+
+
+def test_a_citation_the_sessions_principal_could_not_see_is_forbidden(
+    evidence: FakeSessionEvidence, clock: FakeClock
+) -> None:
+    # s-1 ran under access control for acme; db#chunk-9 (returned to s-2, globex's) and
+    # hr#chunk-0 exist only for globex; nope#chunk-1 exists nowhere.
+    from dataclasses import replace
+
+    from lookup_knowledge.application.access_check import CitationAccess
+    from lookup_knowledge.application.lookup import LookupConfig, LookupOptions
+    from lookup_knowledge.domain.access import AccessMode, DocumentAccess, Principal
+    from tests.fakes import FakeSearch, chunk, make_lookup
+
+    rows = [
+        replace(chunk("db", 9, 0.9), access=DocumentAccess("globex")),
+        replace(chunk("hr", 0, 0.9), access=DocumentAccess("globex")),
+    ]
+    search = FakeSearch(rows)
+    fx = make_lookup(search, config=LookupConfig(access_mode=AccessMode.ENFORCED))
+    fx.lookup.execute(
+        "anything", session_id="s-1", options=LookupOptions(principal=Principal("acme"))
+    )
+    assert fx.audit is not None
+    search.document_access = lambda ids: {  # type: ignore[method-assign]
+        f"{r.metadata['doc_id']}#chunk-{r.metadata['chunk_index']}": (r.access,) for r in rows
+    }
+    check = checker(evidence, clock, access=CitationAccess(fx.audit, search)).execute(
+        "s-1",
+        "Vacuum runs nightly [db#chunk-9]. Salaries are set yearly [hr#chunk-0]. "
+        "Replicas lag [nope#chunk-1].",
+    )
+    statuses = [c.citations[0].status.value for c in check.claims]
+    assert statuses == ["forbidden", "forbidden", "unknown"]
+    assert check.claims[0].reasons == (
+        "db#chunk-9: not visible to this session's principal (forbidden by access control)",
+    )
+    assert check.verdict is Verdict.INVALID_CITATION
