@@ -12,6 +12,7 @@ from lookup_knowledge.application.ports import (
     KnowledgeSearchRequest,
     SearchCapabilities,
 )
+from lookup_knowledge.domain.access import UNRESTRICTED, AccessScope
 from lookup_knowledge.domain.errors import SearchError
 from lookup_knowledge.domain.identity import extract_identity
 from lookup_knowledge.domain.model import SearchMode
@@ -78,7 +79,9 @@ class FakeSearch(KnowledgeSearchPort):
             )
         return hits
 
-    def fetch_content(self, evidence_keys: Sequence[str]) -> dict[str, str]:
+    def fetch_content(
+        self, evidence_keys: Sequence[str], access: AccessScope = UNRESTRICTED
+    ) -> dict[str, str]:
         """By primary key, as the real stores fetch: a row's id (its evidence key when it
         has no id)."""
         self.fetches.append(list(evidence_keys))

@@ -39,6 +39,7 @@ from lookup_knowledge.application.ports import (
     StoredDocument,
     TextAnalyzer,
 )
+from lookup_knowledge.domain.access import UNRESTRICTED, AccessScope
 from lookup_knowledge.domain.errors import (
     IngestError,
     SchemaMismatch,
@@ -346,7 +347,9 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore):
             component_scores=components,
         )
 
-    def fetch_content(self, evidence_keys: Sequence[str]) -> dict[str, str]:
+    def fetch_content(
+        self, evidence_keys: Sequence[str], access: AccessScope = UNRESTRICTED
+    ) -> dict[str, str]:
         with self._lock:
             self._check_open()
             return {

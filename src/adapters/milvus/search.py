@@ -67,6 +67,7 @@ from lookup_knowledge.application.ports import (
     SearchCapabilities,
     TextAnalyzer,
 )
+from lookup_knowledge.domain.access import UNRESTRICTED, AccessScope
 from lookup_knowledge.domain.errors import (
     InvalidInputError,
     SchemaMismatch,
@@ -518,7 +519,9 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
 
     # ------------------------------------------------------------------ late materialisation
 
-    def fetch_content(self, evidence_keys: Sequence[str]) -> dict[str, str]:
+    def fetch_content(
+        self, evidence_keys: Sequence[str], access: AccessScope = UNRESTRICTED
+    ) -> dict[str, str]:
         keys: list[str] = []
         for key in dict.fromkeys(evidence_keys):
             if not isinstance(key, str) or not key or not _fits(key, MAX_BYTES[PK]):

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from lookup_knowledge.domain.access import NO_ACL, UNRESTRICTED, AccessScope, DocumentAccess
 from lookup_knowledge.domain.errors import InvalidInputError
 from lookup_knowledge.domain.identity import EvidenceIdentity
 from lookup_knowledge.domain.model import SearchMode
@@ -37,6 +38,8 @@ class KnowledgeSearchRequest:
     chunks per document (engine-side grouping); None means plain top-k.
     ``include_content`` False asks for ids, scores and light metadata only (late
     materialisation: content is fetched afterwards for the survivors).
+    ``access`` is who asks under which mode (``domain/access.py``): an engine returns
+    only hits whose document ``access.allows``; every pass of a lookup carries it.
     """
 
     query_text: str
@@ -49,6 +52,8 @@ class KnowledgeSearchRequest:
     #: The embedder that made ``query_vector``: a collection built with another one
     #: answers ``SchemaMismatch`` instead of meaningless neighbours.
     embedder: EmbedderIdentity | None = None
+    #: Who asks and under which access mode; the engine filters by it (fail closed).
+    access: AccessScope = UNRESTRICTED
 
     def __post_init__(self) -> None:
         if self.top_k < 1:
@@ -82,6 +87,10 @@ class KnowledgeSearchHit:
     # kind, for the lists that found the hit. They say how strong the evidence is on an
     # absolute scale; the fused score only says how it ranked.
     component_scores: tuple[tuple[ScoreKind, float], ...] = ()
+    # The hit's document access metadata as stored (tenant, allowed groups, public).
+    # The application re-checks it against the request's scope and drops what the
+    # principal may not see; the default (no ACL) is visible to nobody when enforced.
+    access: DocumentAccess = NO_ACL
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +107,11 @@ class KnowledgeSearchPort(ABC):
     def search(self, request: KnowledgeSearchRequest) -> list[KnowledgeSearchHit]: ...
 
     @abstractmethod
-    def fetch_content(self, evidence_keys: Sequence[str]) -> dict[str, str]:
-        """Content by evidence key for late materialisation; missing keys are absent."""
+    def fetch_content(
+        self, evidence_keys: Sequence[str], access: AccessScope = UNRESTRICTED
+    ) -> dict[str, str]:
+        """Content by evidence key for late materialisation; missing keys are absent,
+        and so are keys of documents ``access`` does not allow."""
 
     @abstractmethod
     def capabilities(self) -> SearchCapabilities: ...

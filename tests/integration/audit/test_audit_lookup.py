@@ -24,6 +24,7 @@ from lookup_knowledge.application.ports import (
     SearchCapabilities,
 )
 from lookup_knowledge.application.verify_citations import VerifyCitations
+from lookup_knowledge.domain.access import UNRESTRICTED, AccessScope
 from lookup_knowledge.domain.identity import EvidenceIdentity
 from lookup_knowledge.domain.model import SearchMode
 from lookup_knowledge.domain.relevance import ScoreKind
@@ -67,7 +68,9 @@ class TinySearch(KnowledgeSearchPort):
                 )
         return sorted(hits, key=lambda h: -h.score)[: request.top_k]
 
-    def fetch_content(self, evidence_keys: Sequence[str]) -> dict[str, str]:
+    def fetch_content(
+        self, evidence_keys: Sequence[str], access: AccessScope = UNRESTRICTED
+    ) -> dict[str, str]:
         return {k: CHUNKS[k][3] for k in evidence_keys if k in CHUNKS}
 
     def capabilities(self) -> SearchCapabilities:
