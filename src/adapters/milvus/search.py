@@ -36,8 +36,10 @@ lookup).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 from lookup_knowledge.adapters.milvus.collection import KnowledgeCollection
@@ -73,6 +75,7 @@ from lookup_knowledge.domain.errors import (
     SchemaMismatch,
     SearchBadRequest,
     SearchError,
+    SearchUnavailable,
     UnsupportedSearchMode,
 )
 from lookup_knowledge.domain.fusion import (
@@ -114,6 +117,10 @@ class _Query:
     vector: list[float] | None
     terms: str
     dense_params: Mapping[str, Any]
+    #: The filter as field -> exact value (the Lite full-text index applies it).
+    where: Mapping[str, str] = field(default_factory=dict)
+    with_text: bool = False
+    access: AccessScope = UNRESTRICTED
 
 
 def _key(hit: Any) -> str | None:
@@ -169,6 +176,8 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
         self._owns_connection = owns_connection
         self._text = analyzer if analyzer is not None else SnowballJiebaAnalyzer()
         self._ef = search_ef
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
         # None: the collection's level (Bounded as created by MilvusKnowledgeStore).
         # "Strong" makes a server wait for its time tick on every read (~0.2-0.4 s).
         self._read: dict[str, Any] = (
@@ -194,6 +203,10 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
         return self._collection.name
 
     def close(self) -> None:
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
         if self._owns_connection:
             self._connection.close()
 
@@ -315,14 +328,18 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
             if self._graph(index_type):
                 dense_params = {"ef": self._ef}
         expression = ""
+        where: dict[str, str] = {}
         if request.category_filter is not None:
             if not _fits(request.category_filter, MAX_BYTES[CATEGORY]):
                 return []  # longer than any stored category: nothing can match
             expression = eq(CATEGORY, request.category_filter)
+            where[CATEGORY] = request.category_filter
         output_fields = [*LIGHT_FIELDS, TEXT] if request.include_content else list(LIGHT_FIELDS)
         self._collection.ensure_loaded()
         group = request.group_size
-        query = _Query(vector, query_terms, dense_params)
+        query = _Query(
+            vector, query_terms, dense_params, where, request.include_content, request.access
+        )
         if group is not None and not server.grouping and mode is not SearchMode.HYBRID:
             raw = self._client_grouped(request, query, expression, output_fields, group)
         else:
@@ -347,9 +364,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
                 found = self._dense(query, expression, output_fields, limit, group)
                 return [_Scored(hit, _distance(hit)) for hit in found]
             if mode is SearchMode.SPARSE:
-                found = self._one(
-                    SPARSE, query.terms, "BM25", {}, expression, output_fields, limit, group
-                )
+                found = self._sparse(query, expression, output_fields, limit, group)
                 return [_Scored(hit, _distance(hit)) for hit in found]
             return self._hybrid(query, expression, output_fields, limit, group)
         except DRIVER_ERRORS as error:
@@ -369,6 +384,36 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
         return self._one(
             DENSE, query.vector, "COSINE", params, expression, output_fields, limit, group
         )
+
+    def _sparse(
+        self,
+        query: _Query,
+        expression: str,
+        output_fields: list[str],
+        limit: int,
+        group: int | None,
+    ) -> list[Any]:
+        """BM25: Milvus' function, or on Milvus Lite the full-text index beside the file
+        (Lite has no engine-side grouping, so ``group`` is None there)."""
+        index = self._collection.fulltext()
+        if index is None:
+            return self._one(
+                SPARSE, query.terms, "BM25", {}, expression, output_fields, limit, group
+            )
+        try:
+            return index.search(
+                query.terms, limit, query.where, access=query.access, with_text=query.with_text
+            )
+        except (OSError, ValueError) as error:
+            raise SearchUnavailable(
+                f"the full-text index of {self._collection.where} failed: {error}"
+            ) from error
+
+    def _workers(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="lk-sparse")
+            return self._pool
 
     def _one(
         self,
@@ -416,12 +461,20 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
         is applied to the fused list.
         """
         per_list = min(MAX_TOP_K, max(self._hybrid_candidates or limit * (group or 1), limit))
+        pending: Future[list[Any]] | None = None
+        if query.terms and self._collection.fulltext() is not None:
+            # Lite: BM25 in tantivy (native, releases the GIL) on a worker thread while
+            # Milvus Lite's dense search runs here.
+            pending = self._workers().submit(
+                self._sparse, query, expression, output_fields, per_list, None
+            )
         dense = self._dense(query, expression, output_fields, per_list, None)
-        sparse = (
-            self._one(SPARSE, query.terms, "BM25", {}, expression, output_fields, per_list, None)
-            if query.terms
-            else []  # a query of stop words only: the dense list alone
-        )
+        if pending is not None:
+            sparse = pending.result()
+        elif query.terms:
+            sparse = self._sparse(query, expression, output_fields, per_list, None)
+        else:
+            sparse = []  # a query of stop words only: the dense list alone
         fused = self._fuse(((ScoreKind.COSINE, dense), (ScoreKind.BM25, sparse)))
         if group is None:
             return fused[:limit]

@@ -12,16 +12,18 @@ through the filter builder. Driver failures become ``IngestError``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from lookup_knowledge.adapters.milvus.collection import KnowledgeCollection
+from lookup_knowledge.adapters.milvus.collection import KnowledgeCollection, fulltext_row
 from lookup_knowledge.adapters.milvus.connection import MilvusConnection
 from lookup_knowledge.adapters.milvus.errors import DRIVER_ERRORS, translate_ingest
 from lookup_knowledge.adapters.milvus.filters import all_of, eq, in_list, not_in_list
+from lookup_knowledge.adapters.milvus.fulltext import FullTextIndex
 from lookup_knowledge.adapters.milvus.schema import (
     BM25_TEXT,
     BREADCRUMB,
@@ -275,6 +277,7 @@ class MilvusKnowledgeStore(KnowledgeStore):
         existed = bool(self._call("has_collection", client.has_collection, self._collection.name))
         if existed:
             self._call("drop_collection", client.drop_collection, self._collection.name)
+        self._collection.drop_fulltext()
         self._collection.invalidate()
         return existed
 
@@ -314,7 +317,10 @@ class MilvusKnowledgeStore(KnowledgeStore):
         self._call("flush", client.flush, self._collection.name)
         if self._connection.is_lite:
             self._reload_indexed(client)
+            index = self._collection.fulltext()
             self._collection.invalidate()
+            if index is not None:
+                index.settle()  # Milvus has flushed: both sides hold the same rows
 
     def _reload_indexed(self, client: Any, attempts: int = 20, pause_s: float = 0.25) -> None:
         """Release and load (Lite): ``load`` builds or reads every segment's index. The
@@ -442,12 +448,36 @@ class MilvusKnowledgeStore(KnowledgeStore):
             return 0
         layout = self._require()
         client = self._client()
+        index = self._collection.fulltext()
         written = 0
         for start in range(0, len(records), self._batch):
             rows = [self._row(r, layout) for r in records[start : start + self._batch]]
-            self._call("upsert", client.upsert, self._collection.name, data=rows)
+            with self._mirrored(index, [row[DOC_ID] for row in rows]):
+                self._call("upsert", client.upsert, self._collection.name, data=rows)
+                if index is not None:
+                    index.upsert([fulltext_row(row) for row in rows])
             written += len(rows)
         return written
+
+    @contextlib.contextmanager
+    def _mirrored(self, index: FullTextIndex | None, doc_ids: Sequence[str]) -> Iterator[None]:
+        """A Milvus write and the same change to Lite's full-text index: the doc_ids
+        are journalled first, and a failure leaves the index to be repaired from Milvus
+        before its next use (``fulltext.py``)."""
+        if index is None:
+            yield
+            return
+        try:
+            index.mark(doc_ids)
+        except OSError as error:
+            raise IngestError(
+                f"cannot write the full-text journal in {index.root}: {error}"
+            ) from error
+        try:
+            yield
+        except BaseException:
+            index.failed()
+            raise
 
     def delete_chunks_except(self, doc_ids: Sequence[str], keep_keys: Sequence[str]) -> int:
         if not doc_ids:
@@ -459,13 +489,17 @@ class MilvusKnowledgeStore(KnowledgeStore):
             keep[key.rsplit(_CHUNK_MARK, 1)[0]].append(key)
         deleted = 0
         unique = list(dict.fromkeys(doc_ids))
+        index = self._collection.fulltext()
         for start in range(0, len(unique), self._filter_batch):
             docs = unique[start : start + self._filter_batch]
             kept = [k for d in docs for k in keep.get(d, ())]
             expression = all_of([in_list(DOC_ID, docs), not_in_list(PK, kept) if kept else None])
-            result = self._read(
-                "delete stale chunks", client.delete, self._collection.name, filter=expression
-            )
+            with self._mirrored(index, docs):
+                result = self._read(
+                    "delete stale chunks", client.delete, self._collection.name, filter=expression
+                )
+                if index is not None:
+                    index.delete_except(docs, kept)
             deleted += _deleted(result)
         return deleted
 
@@ -474,12 +508,19 @@ class MilvusKnowledgeStore(KnowledgeStore):
             return 0
         client = self._client()
         unique = list(dict.fromkeys(doc_ids))
+        index = self._collection.fulltext()
         deleted = 0
         for start in range(0, len(unique), self._filter_batch):
-            expression = in_list(DOC_ID, unique[start : start + self._filter_batch])
-            result = self._read(
-                "delete documents", client.delete, self._collection.name, filter=expression
-            )
+            docs = unique[start : start + self._filter_batch]
+            with self._mirrored(index, docs):
+                result = self._read(
+                    "delete documents",
+                    client.delete,
+                    self._collection.name,
+                    filter=in_list(DOC_ID, docs),
+                )
+                if index is not None:
+                    index.delete_documents(docs)
             deleted += _deleted(result)
         return deleted
 
