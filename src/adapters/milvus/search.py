@@ -157,6 +157,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
         consistency_level: str | None = None,
         analyzer: TextAnalyzer | None = None,
         search_ef: int = DEFAULT_SEARCH_EF,
+        concurrent_hybrid: bool = True,
         owns_connection: bool = False,
     ) -> None:
         check_fusion_parameters(rrf_k, hybrid_weights)
@@ -176,6 +177,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
         self._owns_connection = owns_connection
         self._text = analyzer if analyzer is not None else SnowballJiebaAnalyzer()
         self._ef = search_ef
+        self._concurrent = concurrent_hybrid
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         # None: the collection's level (Bounded as created by MilvusKnowledgeStore).
@@ -462,7 +464,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
         """
         per_list = min(MAX_TOP_K, max(self._hybrid_candidates or limit * (group or 1), limit))
         pending: Future[list[Any]] | None = None
-        if query.terms and self._collection.fulltext() is not None:
+        if query.terms and self._concurrent and self._collection.fulltext() is not None:
             # Lite: BM25 in tantivy (native, releases the GIL) on a worker thread while
             # Milvus Lite's dense search runs here.
             pending = self._workers().submit(

@@ -71,6 +71,22 @@ logger = logging.getLogger(__name__)
 
 _CHUNK_MARK = "#chunk-"
 
+#: Chunks past which a lookup on Milvus Lite costs more than on a Milvus server: Lite
+#: filters every row in Python on each dense search (README, "When to move from Milvus
+#: Lite to a server"; benchmarks/bench_scaling.py). Ingest says so once, in the run
+#: that grows a Lite collection past it.
+LITE_SERVER_ADVICE_ROWS = 20_000
+
+
+def lite_size_notice(rows: int) -> str:
+    return (
+        f"this Milvus Lite collection now holds {rows:,} chunks; past about "
+        f"{LITE_SERVER_ADVICE_ROWS:,} a lookup is faster on a Milvus server (Lite scans "
+        "every row in Python on each dense search, so its cost grows with the collection): "
+        "run a Milvus server, set milvus.uri=http://host:19530 and ingest there"
+    )
+
+
 #: The dense index a new collection gets: HNSW (Lite builds it with faiss) with
 #: Milvus' usual build parameters; search depth ``ef`` is the search adapter's.
 DEFAULT_INDEX_TYPE = "HNSW"
@@ -133,6 +149,8 @@ class MilvusKnowledgeStore(KnowledgeStore):
         self._batch = write_batch_size
         self._filter_batch = filter_batch_size
         self._owns_connection = owns_connection
+        self._rows_before: int | None = None  # Lite: rows when this run began
+        self._notices: list[str] = []
 
     @classmethod
     def open(
@@ -205,6 +223,8 @@ class MilvusKnowledgeStore(KnowledgeStore):
         if dimension is not None and dimension < 1:
             raise InvalidInputError("dimension must be >= 1")
         layout = self._layout()
+        if self._connection.is_lite:
+            self._rows_before = self.count() if layout is not None else 0
         if layout is not None:
             check_dimension(layout, dimension, where=self._collection.where)
             check_analysis(layout, self._text.fingerprint, where=self._collection.where)
@@ -321,6 +341,22 @@ class MilvusKnowledgeStore(KnowledgeStore):
             self._collection.invalidate()
             if index is not None:
                 index.settle()  # Milvus has flushed: both sides hold the same rows
+            self._advise()
+
+    def _advise(self) -> None:
+        """Say once, in the run that crosses it, that the collection outgrew Lite."""
+        before, self._rows_before = self._rows_before, None
+        if before is None or before >= LITE_SERVER_ADVICE_ROWS:
+            return
+        rows = self.count()
+        if rows >= LITE_SERVER_ADVICE_ROWS:
+            notice = lite_size_notice(rows)
+            logger.info(notice)
+            self._notices.append(notice)
+
+    def notices(self) -> tuple[str, ...]:
+        out, self._notices = tuple(self._notices), []
+        return out
 
     def _reload_indexed(self, client: Any, attempts: int = 20, pause_s: float = 0.25) -> None:
         """Release and load (Lite): ``load`` builds or reads every segment's index. The
@@ -525,4 +561,11 @@ class MilvusKnowledgeStore(KnowledgeStore):
         return deleted
 
 
-__all__ = ["MilvusKnowledgeStore", "bm25_input", "fit_bytes", "read_layout"]
+__all__ = [
+    "LITE_SERVER_ADVICE_ROWS",
+    "MilvusKnowledgeStore",
+    "bm25_input",
+    "fit_bytes",
+    "lite_size_notice",
+    "read_layout",
+]

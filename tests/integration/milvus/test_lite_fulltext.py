@@ -19,6 +19,7 @@ from lookup_knowledge.adapters.milvus import (
     MilvusKnowledgeSearch,
     MilvusKnowledgeStore,
 )
+from lookup_knowledge.adapters.milvus import store as milvus_store
 from lookup_knowledge.adapters.milvus.fulltext import FULLTEXT_DIR, FullTextIndex
 from lookup_knowledge.adapters.runtime import SystemClock
 from lookup_knowledge.application.ingest import IngestDocuments
@@ -135,6 +136,24 @@ def test_replace_delete_and_sync_leave_the_index_holding_the_collection_rows(
     assert set(_sparse(search, "kafka")) <= _all_keys(store)
 
 
+def test_ingest_says_once_that_a_lite_collection_outgrew_lite(
+    store: MilvusKnowledgeStore, kb: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ingest = _ingest(store)
+    first = ingest.execute(FileDocumentSource(kb / "faq"), sync=True)
+    assert first.notices == ()
+    monkeypatch.setattr(milvus_store, "LITE_SERVER_ADVICE_ROWS", store.count() + 1)
+    crossing = ingest.execute(FileDocumentSource(kb / "runbooks"), sync=True)
+    assert len(crossing.notices) == 1
+    assert f"holds {store.count():,} chunks" in crossing.notices[0]
+    assert "milvus.uri=http://" in crossing.notices[0]
+    assert crossing.as_dict()["notices"] == list(crossing.notices)
+    write(kb, "runbooks/more.md", long_markdown("More", 3, "more words"))
+    later = ingest.execute(FileDocumentSource(kb / "runbooks"), sync=True)
+    assert later.chunks_written > 0
+    assert later.notices == ()
+
+
 def test_a_failed_milvus_write_is_repaired_from_milvus_before_the_next_search(
     store: MilvusKnowledgeStore, search: MilvusKnowledgeSearch, kb: Path
 ) -> None:
@@ -189,7 +208,8 @@ _KILLED_INGEST = textwrap.dedent(
     from lookup_knowledge.adapters.embedders import HashingEmbedder
     from lookup_knowledge.adapters.files import FileDocumentSource, MarkdownChunker
     from lookup_knowledge.adapters.milvus import MilvusConnection, MilvusKnowledgeStore
-    from lookup_knowledge.adapters.milvus.fulltext import FullTextIndex
+    from lookup_knowledge.adapters.milvus import store as milvus_store
+from lookup_knowledge.adapters.milvus.fulltext import FullTextIndex
     from lookup_knowledge.adapters.runtime import SystemClock
     from lookup_knowledge.application.ingest import IngestDocuments
 
