@@ -268,3 +268,29 @@ def test_a_process_killed_between_the_milvus_write_and_the_index_write_is_repair
         assert {k for k in _sparse(search, "kafka lag restart") if k in kafka} <= kafka
     finally:
         connection.close()
+
+
+def test_hybrid_gives_the_same_hits_with_its_bm25_list_on_a_worker_thread(
+    store: MilvusKnowledgeStore, connection: MilvusConnection, collection: str, kb: Path
+) -> None:
+    _ingest(store).execute(FileDocumentSource(kb), sync=True)
+    embedder = HashingEmbedder(64)
+    request = KnowledgeSearchRequest(
+        query_text="kafka consumer lag",
+        mode=SearchMode.HYBRID,
+        top_k=8,
+        query_vector=embedder.embed_query("kafka consumer lag"),
+        embedder=embedder.identity,
+    )
+    results = []
+    for concurrent in (False, True):
+        search = MilvusKnowledgeSearch(
+            connection, collection=collection, concurrent_hybrid=concurrent
+        )
+        try:
+            hits = search.search(request)
+        finally:
+            search.close()
+        results.append([(hit.id, hit.score, hit.component_scores) for hit in hits])
+    assert results[0]
+    assert results[0] == results[1]
