@@ -208,8 +208,7 @@ _KILLED_INGEST = textwrap.dedent(
     from lookup_knowledge.adapters.embedders import HashingEmbedder
     from lookup_knowledge.adapters.files import FileDocumentSource, MarkdownChunker
     from lookup_knowledge.adapters.milvus import MilvusConnection, MilvusKnowledgeStore
-    from lookup_knowledge.adapters.milvus import store as milvus_store
-from lookup_knowledge.adapters.milvus.fulltext import FullTextIndex
+    from lookup_knowledge.adapters.milvus.fulltext import FullTextIndex
     from lookup_knowledge.adapters.runtime import SystemClock
     from lookup_knowledge.application.ingest import IngestDocuments
 
