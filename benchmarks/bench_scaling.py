@@ -249,6 +249,18 @@ def main() -> int:
     os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
     sizes = [int(s) for s in args.sizes.split(",")]
 
+    server: dict[int, float] = {}
+    if args.server:
+        try:
+            server = measure_server(sizes, args.queries, args.warmup)
+        except (
+            SystemExit,
+            RuntimeError,
+            TimeoutError,
+            OSError,
+            subprocess.SubprocessError,
+        ) as error:
+            print(f"the Milvus server could not be measured: {error}", file=sys.stderr)
     results = {rows: measure_lite(rows, args.queries, args.warmup) for rows in sizes}
     print(
         f"\nMilvus Lite, synthetic {DIM}-dim chunks, retrieve-k {RETRIEVE_K}, return-n "
@@ -275,19 +287,6 @@ def main() -> int:
         f"(bare search {results[last]['bare dense'] / results[first]['bare dense']:.1f}x)",
         flush=True,
     )
-    server: dict[int, float] = {}
-    if args.server:
-        try:
-            server = measure_server(sizes, args.queries, args.warmup)
-        except (
-            SystemExit,
-            RuntimeError,
-            TimeoutError,
-            OSError,
-            subprocess.SubprocessError,
-        ) as error:
-            print(f"the Milvus server could not be measured: {error}", file=sys.stderr)
-
     if server:
         print(
             "| chunks | Lite dense lookup | server dense lookup | Lite / server |\n|---|---|---|---|"
