@@ -166,6 +166,8 @@ class IngestReport:
     dry_run: bool = False
     #: Set on a dry run: what would be added, updated, deleted (nothing was written).
     plan: IngestPlan | None = None
+    #: Advice from the store for the operator (``KnowledgeStore.notices``).
+    notices: tuple[str, ...] = ()
 
     @property
     def wrote_nothing(self) -> bool:
@@ -195,6 +197,8 @@ class IngestReport:
         }
         if self.plan is not None:
             out["plan"] = self.plan.as_dict()
+        if self.notices:
+            out["notices"] = list(self.notices)
         return out
 
 
@@ -409,7 +413,9 @@ class IngestDocuments:
             run.progress("sync")
         if run.chunks_written or run.chunks_deleted:
             self._store.seal()
-        result = run.report((self._clock.monotonic() - t0) * 1000.0)
+        result = replace(
+            run.report((self._clock.monotonic() - t0) * 1000.0), notices=self._store.notices()
+        )
         run.progress("done")
         logger.info("ingest done", extra={"ingest_report": result.as_dict()})
         return result

@@ -170,6 +170,8 @@ def ingest(
             ):
                 for doc in ids:
                     out.print(literal(f"would {verb} {doc}"), highlight=False)
+    for notice in report.notices:
+        error_line(f"note: {notice}")
     for failure in report.failures:
         reason = " ".join(failure.reason.split())  # a parser's complaint may span lines
         error_line(f"failed {failure.source}: {reason}")

@@ -3,12 +3,38 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from lookup_knowledge.adapters.milvus.connection import MilvusConnection
 from lookup_knowledge.adapters.milvus.errors import DRIVER_ERRORS, translate
-from lookup_knowledge.adapters.milvus.schema import DENSE, CollectionLayout, read_layout
+from lookup_knowledge.adapters.milvus.filters import all_of, eq, in_list
+from lookup_knowledge.adapters.milvus.fulltext import (
+    FullTextIndex,
+    FullTextRow,
+    batched,
+    fulltext_root,
+)
+from lookup_knowledge.adapters.milvus.fulltext import available as fulltext_available
+from lookup_knowledge.adapters.milvus.schema import (
+    ACCESS_PUBLIC,
+    ALLOWED_GROUPS,
+    BM25_TEXT,
+    BREADCRUMB,
+    CATEGORY,
+    CHUNK_INDEX,
+    DENSE,
+    DOC_ID,
+    PK,
+    SOURCE,
+    SOURCE_TYPE,
+    TENANT,
+    TEXT,
+    TITLE,
+    CollectionLayout,
+    read_layout,
+)
+from lookup_knowledge.domain.access import split_storage_key
 from lookup_knowledge.domain.errors import ConfigurationError, SearchUnavailable
 
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
@@ -42,6 +68,30 @@ def _index_of(described: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     if isinstance(nested, Mapping):
         params.update({str(k): v for k, v in nested.items()})
     return str(described.get("index_type", "")).upper(), params
+
+
+_FULLTEXT_FIELDS = [PK, DOC_ID, CHUNK_INDEX, CATEGORY, SOURCE, TITLE, BREADCRUMB, SOURCE_TYPE,
+                    TEXT, BM25_TEXT]  # fmt: skip
+
+
+def fulltext_row(row: Mapping[str, Any]) -> FullTextRow:
+    """A Milvus row (as read, or as ``MilvusKnowledgeStore._row`` writes it) as the
+    full-text index keeps it."""
+    return FullTextRow(
+        key=str(row[PK]),
+        doc_id=str(row[DOC_ID]),
+        chunk_index=int(row[CHUNK_INDEX]),
+        category=str(row.get(CATEGORY) or ""),
+        source=str(row.get(SOURCE) or ""),
+        title=str(row.get(TITLE) or ""),
+        breadcrumb=str(row.get(BREADCRUMB) or ""),
+        source_type=str(row.get(SOURCE_TYPE) or ""),
+        text=str(row.get(TEXT) or ""),
+        terms=str(row.get(BM25_TEXT) or ""),
+        tenant=str(row.get(TENANT) or ""),
+        allowed_groups=tuple(str(g) for g in row.get(ALLOWED_GROUPS) or ()),
+        public=row.get(ACCESS_PUBLIC) is True,
+    )
 
 
 class KnowledgeCollection:
@@ -120,6 +170,99 @@ class KnowledgeCollection:
                 "ingest documents first (it is created on first ingest)"
             )
         return layout
+
+    # ------------------------------------------------------------------ Lite full text
+
+    def _fulltext_key(self) -> str:
+        return f"fulltext:{self.name}"
+
+    def fulltext(self) -> FullTextIndex | None:
+        """The tantivy index that answers BM25 on Milvus Lite (``fulltext.py``); None on
+        a server, for a collection without BM25, or before the collection exists."""
+        path = self.connection.lite_path
+        if path is None:
+            return None
+        layout = self.layout()
+        if layout is None or not layout.bm25 or not fulltext_available():
+            return None
+        index: FullTextIndex = self.connection.shared(
+            self._fulltext_key(),
+            lambda: FullTextIndex(
+                fulltext_root(path, self.name),
+                analysis=layout.analysis,
+                read_rows=self._fulltext_rows,
+                count_rows=self._count_rows,
+            ),
+        )
+        return index
+
+    def drop_fulltext(self) -> None:
+        """Forget and delete the collection's full-text index (the collection was dropped)."""
+        path = self.connection.lite_path
+        if path is None:
+            return
+        index = self.connection.unshare(self._fulltext_key())
+        if isinstance(index, FullTextIndex):
+            index.destroy()
+        else:
+            FullTextIndex.remove(fulltext_root(path, self.name))
+
+    def _count_rows(self) -> int:
+        self.ensure_loaded()
+        client = self.connection.client()
+        try:
+            rows = client.query(
+                self.name,
+                filter="",
+                output_fields=["count(*)"],
+                consistency_level="Strong",
+                timeout=self.connection.timeout_s,
+            )
+        except DRIVER_ERRORS as error:
+            raise translate(error, "count", self.where) from error
+        return int(rows[0]["count(*)"]) if rows else 0
+
+    def _fulltext_rows(self, doc_keys: Sequence[str] | None) -> Iterator[FullTextRow]:
+        """Every row (None), or the rows of ``doc_keys`` (document keys: the doc_id scoped
+        to its tenant, ``domain.access.storage_key``), read back from Milvus."""
+        self.ensure_loaded()
+        client = self.connection.client()
+        layout = self.require_layout()
+        fields = (
+            [*_FULLTEXT_FIELDS, TENANT, ALLOWED_GROUPS, ACCESS_PUBLIC]
+            if layout.access
+            else (_FULLTEXT_FIELDS)
+        )
+        filters: list[str] = [""]
+        if doc_keys is not None:
+            by_tenant: dict[str, list[str]] = {}
+            for key in dict.fromkeys(doc_keys):
+                tenant, doc_id = split_storage_key(key)
+                if tenant and not layout.access:
+                    continue  # a collection without access fields holds no tenant's rows
+                by_tenant.setdefault(tenant, []).append(doc_id)
+            filters = [
+                all_of([eq(TENANT, tenant) if layout.access else None, in_list(DOC_ID, batch)])
+                for tenant, ids in by_tenant.items()
+                for batch in batched(ids, 200)
+            ]
+        for expression in filters:
+            try:
+                iterator = client.query_iterator(
+                    self.name,
+                    batch_size=1000,
+                    filter=expression,
+                    output_fields=list(fields),
+                    consistency_level="Strong",
+                    timeout=max(self.connection.timeout_s, 120.0),
+                )
+                try:
+                    while rows := iterator.next():
+                        yield from (fulltext_row(row) for row in rows)
+                finally:
+                    iterator.close()
+            except DRIVER_ERRORS as error:
+                raise translate(error, "read rows for the full-text index", self.where) from error
 
     def ensure_loaded(self) -> None:
         """Load the collection into memory once (a reopened Lite file starts released)."""

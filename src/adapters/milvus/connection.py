@@ -210,6 +210,9 @@ class MilvusConnection:
         self._capabilities: ServerCapabilities | None = None
         self._closed = False
         self._lock = threading.Lock()
+        # Objects every adapter on this connection shares (the Lite full-text index of
+        # a collection), closed with it.
+        self._shared: dict[str, Any] = {}
 
     @property
     def uri(self) -> str:
@@ -223,6 +226,22 @@ class MilvusConnection:
     @property
     def timeout_s(self) -> float:
         return self._timeout_s
+
+    @property
+    def lite_path(self) -> str | None:
+        """The Milvus Lite folder (resolved), None for a server."""
+        return self._uri if self._lite else None
+
+    def shared(self, key: str, factory: Any) -> Any:
+        """The one object ``key`` names on this connection, made by ``factory()`` on first
+        use; objects with a ``close`` method are closed with the connection."""
+        with self._lock:
+            found = self._shared.get(key)
+            if found is None:
+                if self._closed:
+                    raise SearchUnavailable(f"the Milvus connection to {self.uri} is closed")
+                found = self._shared[key] = factory()
+            return found
 
     def client(self) -> Any:
         """The pymilvus client; ``SearchUnavailable`` when it cannot connect or is closed."""
@@ -264,11 +283,21 @@ class MilvusConnection:
             self._capabilities = caps
         return caps
 
+    def unshare(self, key: str) -> Any:
+        """Forget the shared object ``key`` (returned; None when there was none)."""
+        with self._lock:
+            return self._shared.pop(key, None)
+
     def close(self) -> None:
         """Close the client; later calls raise ``SearchUnavailable``. Idempotent."""
         with self._lock:
             self._closed = True
             client, self._client = self._client, None
+            shared, self._shared = list(self._shared.values()), {}
+        for item in shared:
+            closer = getattr(item, "close", None)
+            if callable(closer):
+                closer()
         if client is not None:
             with contextlib.suppress(*DRIVER_ERRORS):  # closing a broken one must not raise
                 client.close()

@@ -17,16 +17,18 @@ fields) takes only documents without access metadata.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from lookup_knowledge.adapters.milvus.collection import KnowledgeCollection
+from lookup_knowledge.adapters.milvus.collection import KnowledgeCollection, fulltext_row
 from lookup_knowledge.adapters.milvus.connection import MilvusConnection
 from lookup_knowledge.adapters.milvus.errors import DRIVER_ERRORS, translate_ingest
 from lookup_knowledge.adapters.milvus.filters import all_of, eq, groups_key, in_list, not_in_list
+from lookup_knowledge.adapters.milvus.fulltext import FullTextIndex
 from lookup_knowledge.adapters.milvus.schema import (
     ACCESS_PUBLIC,
     ALLOWED_GROUPS,
@@ -80,6 +82,23 @@ logger = logging.getLogger(__name__)
 
 _CHUNK_MARK = "#chunk-"
 
+#: Chunks past which a dense lookup on Milvus Lite costs about 3x what it costs on a
+#: Milvus server (measured 8k-14k; at 20k Lite 15-18 ms against 4.5-6 ms; and Lite's
+#: cost grows with every row, which it filters in Python on each search; README, "When to
+#: move from Milvus Lite to a Milvus server"; benchmarks/bench_scaling.py). Ingest says
+#: so once, in the run that grows a Lite collection past it.
+LITE_SERVER_ADVICE_ROWS = 15_000
+
+
+def lite_size_notice(rows: int) -> str:
+    return (
+        f"this Milvus Lite collection now holds {rows:,} chunks; past about "
+        f"{LITE_SERVER_ADVICE_ROWS:,} a dense lookup on Lite costs about 3x what it costs "
+        "on a Milvus server, and more with every chunk (Lite filters every row in Python on "
+        "each search): run a Milvus server, set milvus.uri=http://host:19530 and ingest there"
+    )
+
+
 #: The dense index a new collection gets: HNSW (Lite builds it with faiss) with
 #: Milvus' usual build parameters; search depth ``ef`` is the search adapter's.
 DEFAULT_INDEX_TYPE = "HNSW"
@@ -103,6 +122,11 @@ def _half_written(error: BaseException) -> bool:
     """A Lite load that met an index file its background builder is still writing."""
     text = str(error)
     return "read error" in text or "File is too small" in text
+
+
+def _doc_key(row: Mapping[str, Any]) -> str:
+    """The document key of a row being written: its doc_id scoped to its tenant."""
+    return storage_key(str(row.get(TENANT) or ""), str(row[DOC_ID]))
 
 
 def _deleted(result: Any) -> int:
@@ -148,6 +172,8 @@ class MilvusKnowledgeStore(KnowledgeStore):
         self._batch = write_batch_size
         self._filter_batch = filter_batch_size
         self._owns_connection = owns_connection
+        self._rows_before: int | None = None  # Lite: rows when this run began
+        self._notices: list[str] = []
 
     @classmethod
     def open(
@@ -220,6 +246,8 @@ class MilvusKnowledgeStore(KnowledgeStore):
         if dimension is not None and dimension < 1:
             raise InvalidInputError("dimension must be >= 1")
         layout = self._layout()
+        if self._connection.is_lite:
+            self._rows_before = self.count() if layout is not None else 0
         if layout is not None:
             check_dimension(layout, dimension, where=self._collection.where)
             check_analysis(layout, self._text.fingerprint, where=self._collection.where)
@@ -292,6 +320,7 @@ class MilvusKnowledgeStore(KnowledgeStore):
         existed = bool(self._call("has_collection", client.has_collection, self._collection.name))
         if existed:
             self._call("drop_collection", client.drop_collection, self._collection.name)
+        self._collection.drop_fulltext()
         self._collection.invalidate()
         return existed
 
@@ -331,7 +360,26 @@ class MilvusKnowledgeStore(KnowledgeStore):
         self._call("flush", client.flush, self._collection.name)
         if self._connection.is_lite:
             self._reload_indexed(client)
+            index = self._collection.fulltext()
             self._collection.invalidate()
+            if index is not None:
+                index.settle()  # Milvus has flushed: both sides hold the same rows
+            self._advise()
+
+    def _advise(self) -> None:
+        """Say once, in the run that crosses it, that the collection outgrew Lite."""
+        before, self._rows_before = self._rows_before, None
+        if before is None or before >= LITE_SERVER_ADVICE_ROWS:
+            return
+        rows = self.count()
+        if rows >= LITE_SERVER_ADVICE_ROWS:
+            notice = lite_size_notice(rows)
+            logger.info(notice)
+            self._notices.append(notice)
+
+    def notices(self) -> tuple[str, ...]:
+        out, self._notices = tuple(self._notices), []
+        return out
 
     def _reload_indexed(self, client: Any, attempts: int = 20, pause_s: float = 0.25) -> None:
         """Release and load (Lite): ``load`` builds or reads every segment's index. The
@@ -492,12 +540,36 @@ class MilvusKnowledgeStore(KnowledgeStore):
             return 0
         layout = self._require()
         client = self._client()
+        index = self._collection.fulltext()
         written = 0
         for start in range(0, len(records), self._batch):
             rows = [self._row(r, layout) for r in records[start : start + self._batch]]
-            self._call("upsert", client.upsert, self._collection.name, data=rows)
+            with self._mirrored(index, [_doc_key(row) for row in rows]):
+                self._call("upsert", client.upsert, self._collection.name, data=rows)
+                if index is not None:
+                    index.upsert([fulltext_row(row) for row in rows])
             written += len(rows)
         return written
+
+    @contextlib.contextmanager
+    def _mirrored(self, index: FullTextIndex | None, doc_keys: Sequence[str]) -> Iterator[None]:
+        """A Milvus write and the same change to Lite's full-text index: the document
+        keys (``storage_key(tenant, doc_id)``) are journalled first, and a failure leaves the index to be repaired from Milvus
+        before its next use (``fulltext.py``)."""
+        if index is None:
+            yield
+            return
+        try:
+            index.mark(doc_keys)
+        except OSError as error:
+            raise IngestError(
+                f"cannot write the full-text journal in {index.root}: {error}"
+            ) from error
+        try:
+            yield
+        except BaseException:
+            index.failed()
+            raise
 
     def delete_chunks_except(self, doc_ids: Sequence[str], keep_keys: Sequence[str]) -> int:
         if not doc_ids:
@@ -509,15 +581,19 @@ class MilvusKnowledgeStore(KnowledgeStore):
             keep[key.rsplit(_CHUNK_MARK, 1)[0]].append(key)
         deleted = 0
         unique = list(dict.fromkeys(doc_ids))
+        index = self._collection.fulltext()
         for start in range(0, len(unique), self._filter_batch):
             docs = unique[start : start + self._filter_batch]
             kept = [k for d in docs for k in keep.get(d, ())]
-            for expression in self._by_document(layout, docs):
-                selected = all_of([expression, not_in_list(PK, kept) if kept else None])
-                result = self._read(
-                    "delete stale chunks", client.delete, self._collection.name, filter=selected
-                )
-                deleted += _deleted(result)
+            with self._mirrored(index, docs):
+                for expression in self._by_document(layout, docs):
+                    selected = all_of([expression, not_in_list(PK, kept) if kept else None])
+                    result = self._read(
+                        "delete stale chunks", client.delete, self._collection.name, filter=selected
+                    )
+                    deleted += _deleted(result)
+                if index is not None:
+                    index.delete_except(docs, kept)
         return deleted
 
     def delete_documents(self, doc_ids: Sequence[str]) -> int:
@@ -525,13 +601,25 @@ class MilvusKnowledgeStore(KnowledgeStore):
         if not doc_ids or layout is None:
             return 0
         client = self._client()
+        unique = list(dict.fromkeys(doc_ids))
+        index = self._collection.fulltext()
         deleted = 0
-        for expression in self._by_document(layout, doc_ids):
-            result = self._read(
-                "delete documents", client.delete, self._collection.name, filter=expression
-            )
-            deleted += _deleted(result)
+        with self._mirrored(index, unique):
+            for expression in self._by_document(layout, unique):
+                result = self._read(
+                    "delete documents", client.delete, self._collection.name, filter=expression
+                )
+                deleted += _deleted(result)
+            if index is not None:
+                index.delete_documents(unique)
         return deleted
 
 
-__all__ = ["MilvusKnowledgeStore", "bm25_input", "fit_bytes", "read_layout"]
+__all__ = [
+    "LITE_SERVER_ADVICE_ROWS",
+    "MilvusKnowledgeStore",
+    "bm25_input",
+    "fit_bytes",
+    "lite_size_notice",
+    "read_layout",
+]

@@ -312,5 +312,10 @@ class KnowledgeStore(ABC):
         """Make what a run wrote searchable at full speed (Milvus: flush the growing
         segments). Called once at the end of an ingest run that changed something."""
 
+    def notices(self) -> tuple[str, ...]:
+        """Advice for the operator from the last ``seal`` (e.g. the collection has grown
+        past what the embedded engine serves well); each said once, then cleared."""
+        return ()
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources."""
