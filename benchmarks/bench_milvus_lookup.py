@@ -17,11 +17,10 @@ import argparse
 import statistics
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from _synthetic import CHUNKS_PER_DOC, DIM, build, centroids, percentile, unit
+from _synthetic import CHUNKS_PER_DOC, DIM, TableEmbedder, build, centroids, percentile, unit
 
 from lookup_knowledge.adapters.milvus import (
     MilvusConnection,
@@ -30,33 +29,11 @@ from lookup_knowledge.adapters.milvus import (
 )
 from lookup_knowledge.adapters.runtime import DisabledRecorder, InMemorySessionState, SystemClock
 from lookup_knowledge.application.lookup import LookupConfig, LookupKnowledge
-from lookup_knowledge.application.ports import Embedder
 from lookup_knowledge.application.query_transformer import QueryTransformer
 from lookup_knowledge.domain.model import SearchMode
 from lookup_knowledge.domain.settings import RetrievalSettings
 
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-class TableEmbedder(Embedder):
-    """Query text -> a precomputed vector: the benchmark measures retrieval, not the model."""
-
-    def __init__(self, table: dict[str, list[float]]) -> None:
-        self._table = table
-
-    @property
-    def dimension(self) -> int:
-        return DIM
-
-    @property
-    def name(self) -> str:
-        return "bench-table"
-
-    def embed_query(self, text: str) -> list[float]:
-        return self._table[text]
-
-    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        return [self._table[t] for t in texts]
 
 
 def main() -> int:

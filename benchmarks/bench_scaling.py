@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from _synthetic import DIM, Query, build, percentile, queries
+from _synthetic import DIM, Query, TableEmbedder, build, percentile, queries
 
 from lookup_knowledge.adapters.milvus import (
     MilvusConnection,
@@ -43,7 +43,6 @@ from lookup_knowledge.adapters.milvus import schema as fields
 from lookup_knowledge.adapters.runtime import DisabledRecorder, InMemorySessionState, SystemClock
 from lookup_knowledge.adapters.text import SnowballJiebaAnalyzer
 from lookup_knowledge.application.lookup import LookupConfig, LookupKnowledge
-from lookup_knowledge.application.ports import Embedder
 from lookup_knowledge.application.query_transformer import QueryTransformer
 from lookup_knowledge.domain.model import SearchMode
 from lookup_knowledge.domain.settings import RetrievalSettings
@@ -51,27 +50,6 @@ from lookup_knowledge.domain.settings import RetrievalSettings
 RESULTS = Path(__file__).resolve().parent / "results"
 RETRIEVE_K, RETURN_N = 20, 10
 EF = 256
-
-
-class TableEmbedder(Embedder):
-    """Query text -> a precomputed vector: the benchmark measures retrieval, not the model."""
-
-    def __init__(self, table: dict[str, list[float]]) -> None:
-        self._table = table
-
-    @property
-    def dimension(self) -> int:
-        return DIM
-
-    @property
-    def name(self) -> str:
-        return "bench-table"
-
-    def embed_query(self, text: str) -> list[float]:
-        return self._table[text]
-
-    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        return [self._table[t] for t in texts]
 
 
 def use_case(

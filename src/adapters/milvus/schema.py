@@ -232,7 +232,8 @@ def read_layout(description: Mapping[str, Any], *, where: str) -> CollectionLayo
     primary = next((n for n, f in fields.items() if f.get("is_primary")), "")
     if primary != PK:
         problems.append(f"primary key is {primary!r}, expected {PK!r}")
-    for field_name, type_name in _SCALARS.items():
+    expected = {**_SCALARS, **(_ACCESS_TYPES if version >= 3 else {})}
+    for field_name, type_name in expected.items():
         found = fields.get(field_name)
         if found is None:
             problems.append(f"missing field {field_name!r}")
@@ -240,15 +241,6 @@ def read_layout(description: Mapping[str, Any], *, where: str) -> CollectionLayo
             problems.append(
                 f"field {field_name!r} is {_type_name(found.get('type'))}, expected {type_name}"
             )
-    if version >= 3:
-        for field_name, type_name in _ACCESS_TYPES.items():
-            found = fields.get(field_name)
-            if found is None:
-                problems.append(f"missing field {field_name!r}")
-            elif _type_name(found.get("type")) != type_name:
-                problems.append(
-                    f"field {field_name!r} is {_type_name(found.get('type'))}, expected {type_name}"
-                )
     dimension: int | None = None
     dense = fields.get(DENSE)
     if dense is not None:
