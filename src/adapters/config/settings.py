@@ -23,6 +23,7 @@ from typing import Annotated, Any
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -100,12 +101,20 @@ def _absolute(path: Path) -> Path:
     return Path(os.path.abspath(path.expanduser()))
 
 
+def _http_url(value: str) -> str:
+    if not value.startswith(("http://", "https://")) or len(value) <= len("https://"):
+        raise ValueError("must be an http(s):// URL")
+    return value.rstrip("/")
+
+
 Whole = Annotated[int, BeforeValidator(_whole)]
 Number = Annotated[float, BeforeValidator(_number)]
 OptionalWhole = Annotated[int | None, BeforeValidator(_optional_whole)]
 OptionalText = Annotated[str | None, BeforeValidator(_optional_text)]
 OptionalSecret = Annotated[SecretStr | None, BeforeValidator(_blank_to_none)]
 OptionalPath = Annotated[Path | None, BeforeValidator(_blank_to_none)]
+#: An http(s) API base URL, without a trailing slash.
+HttpUrl = Annotated[str, AfterValidator(_http_url)]
 
 
 def split_keywords(value: object) -> object:
@@ -489,7 +498,7 @@ class MilvusSettings(_Section):
 
 
 class OpenAIEmbedderSettings(_Section):
-    base_url: str = Field(
+    base_url: HttpUrl = Field(
         default="https://api.openai.com/v1",
         description="OpenAI-compatible embeddings API base URL.",
     )
@@ -504,13 +513,6 @@ class OpenAIEmbedderSettings(_Section):
     )
     timeout_s: Number = Field(default=30.0, gt=0, description="Timeout of one API call.")
     max_retries: Whole = Field(default=3, ge=0, description="Retries of a failed call.")
-
-    @field_validator("base_url")
-    @classmethod
-    def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")) or len(value) <= len("https://"):
-            raise ValueError("must be an http(s):// URL")
-        return value.rstrip("/")
 
 
 class HashingEmbedderSettings(_Section):
@@ -547,7 +549,7 @@ class ClaimJudgeSettings(_Section):
         description="none, or openai: an OpenAI-compatible chat endpoint asked for an "
         "entailed/contradicted/neutral opinion per claim (recorded as a signal only).",
     )
-    base_url: str = Field(
+    base_url: HttpUrl = Field(
         default="http://127.0.0.1:8000/v1", description="Chat completions API base URL."
     )
     model: str = Field(default="judge", min_length=1, description="Chat model name.")
@@ -555,13 +557,6 @@ class ClaimJudgeSettings(_Section):
         default=None, description="API key (secret); unset falls back to OPENAI_API_KEY."
     )
     timeout_s: Number = Field(default=30.0, gt=0, description="Timeout of one judge call.")
-
-    @field_validator("base_url")
-    @classmethod
-    def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")) or len(value) <= len("https://"):
-            raise ValueError("must be an http(s):// URL")
-        return value.rstrip("/")
 
 
 class AnswerCheckConfig(_Section):
