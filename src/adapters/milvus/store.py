@@ -124,6 +124,34 @@ def _half_written(error: BaseException) -> bool:
     return "read error" in text or "File is too small" in text
 
 
+class _HalfWrittenLoadNoise(logging.Filter):
+    """Drops the error records Milvus Lite's servicer and pymilvus log, traceback and
+    all, for a load that met a half-written index file: the store retries that load
+    and, when the retries run out, raises its own error saying what failed."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        load = "LoadCollection" in text or "load_collection" in text
+        return not (load and _half_written(Exception(text)))
+
+
+# The loggers that report a failed load on their own before the store sees the error.
+_LOAD_LOGGERS = ("milvus_lite.adapter.grpc.servicer", "pymilvus.decorators")
+
+
+@contextlib.contextmanager
+def _quiet_half_written_loads() -> Iterator[None]:
+    noise = _HalfWrittenLoadNoise()
+    loggers = [logging.getLogger(name) for name in _LOAD_LOGGERS]
+    for each in loggers:
+        each.addFilter(noise)
+    try:
+        yield
+    finally:
+        for each in loggers:
+            each.removeFilter(noise)
+
+
 def _doc_key(row: Mapping[str, Any]) -> str:
     """The document key of a row being written: its doc_id scoped to its tenant."""
     return storage_key(str(row.get(TENANT) or ""), str(row[DOC_ID]))
@@ -386,7 +414,12 @@ class MilvusKnowledgeStore(KnowledgeStore):
         background builder may be writing an index file at that moment, and a load that
         reads it half-written fails ("read error in ...idx"); a later attempt finds the
         file complete (or the index attached), so the load is retried (Lite also words
-        it "File is too small")."""
+        it "File is too small"). The library's own error log of such a load is not
+        printed: the retry handles it (tracebacks on stderr are for ``--debug``)."""
+        with _quiet_half_written_loads():
+            self._load_retrying(client, attempts, pause_s)
+
+    def _load_retrying(self, client: Any, attempts: int, pause_s: float) -> None:
         for attempt in range(1, attempts + 1):
             self._call("release_collection", client.release_collection, self._collection.name)
             try:
