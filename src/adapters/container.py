@@ -95,6 +95,7 @@ def _text_analyzer(settings: Settings) -> SnowballJiebaAnalyzer:
         language=analysis.language.value,
         stemming=analysis.stemming,
         stop_words=analysis.stop_words,
+        chinese_query_glosses=analysis.chinese_query_glosses,
     )
 
 

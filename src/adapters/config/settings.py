@@ -218,6 +218,16 @@ class TextAnalysisSettings(_Section):
     stop_words: bool = Field(
         default=True, description="Drop English (Lucene) and Chinese stop words for BM25."
     )
+    chinese_query_glosses: int = Field(
+        default=3,
+        ge=0,
+        le=5,
+        description=(
+            "English senses (CC-CEDICT) added to a BM25 query per Chinese word of it, so "
+            "a question asked in Chinese finds English documents; 0 = off. Query side "
+            "only: no re-ingest."
+        ),
+    )
 
 
 class RelevanceSettings(_Section):

@@ -275,7 +275,7 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore):
         return sorted(scored, key=lambda p: (-p[1], p[0].record.evidence_key))
 
     def _bm25(self, rows: list[_Row], text: str) -> list[tuple[_Row, float]]:
-        terms = set(self._text.terms(text))
+        terms = set(self._text.query_terms(text))
         if not terms or not self._rows:
             return []
         everything = list(self._rows.values())

@@ -287,7 +287,11 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
             layout = self._collection.layout()
             index_type, index_params = self._collection.dense_index() if layout else ("", {})
         except (SearchError, SchemaMismatch):
-            return {"analysis": self._text.fingerprint, "bm25Field": BM25_TEXT}
+            return {
+                "analysis": self._text.fingerprint,
+                "queryExpansion": self._text.query_expansion,
+                "bm25Field": BM25_TEXT,
+            }
         dense_search: dict[str, object] = {"metric": "COSINE"}
         if self._graph(index_type):
             dense_search["ef"] = self._ef
@@ -295,6 +299,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
         return {
             "analysis": self._text.fingerprint,
             "collectionAnalysis": layout.analysis if layout else None,
+            "queryExpansion": self._text.query_expansion,
             "bm25Field": BM25_TEXT,
             "denseIndex": {"type": index_type, **index_params},
             "denseSearch": dense_search,
@@ -378,7 +383,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
         query_terms = ""
         if mode is not SearchMode.DENSE:
             check_analysis(layout, self._text.fingerprint, where=self._collection.where)
-            query_terms = self._text.analyse(request.query_text)
+            query_terms = self._text.analyse_query(request.query_text)
             if not query_terms and mode is SearchMode.SPARSE:
                 return []  # only stop words / punctuation: nothing for BM25 to match
         dense_params: dict[str, Any] = {}

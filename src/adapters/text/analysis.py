@@ -30,6 +30,12 @@ from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from lookup_knowledge.adapters.text.glosses import (
+    MAX_SENSES,
+    ChineseGlosses,
+    dictionary_path,
+    shared_glosses,
+)
 from lookup_knowledge.application.ports import TextAnalyzer
 from lookup_knowledge.domain.errors import ConfigurationError
 
@@ -189,7 +195,13 @@ class SnowballJiebaAnalyzer(TextAnalyzer):
     VERSION = 1
 
     def __init__(
-        self, *, language: str = "english", stemming: bool = True, stop_words: bool = True
+        self,
+        *,
+        language: str = "english",
+        stemming: bool = True,
+        stop_words: bool = True,
+        chinese_query_glosses: int = 3,
+        glosses: ChineseGlosses | None = None,
     ) -> None:
         if language != "none" and language not in LANGUAGES:
             raise ConfigurationError(
@@ -201,6 +213,17 @@ class SnowballJiebaAnalyzer(TextAnalyzer):
             CHINESE_STOP_WORDS if stop_words else frozenset()
         )
         self._stop_words = stop_words
+        if not 0 <= chinese_query_glosses <= MAX_SENSES:
+            raise ConfigurationError(
+                "rag.text-analysis.chinese-query-glosses",
+                str(chinese_query_glosses),
+                f"must be between 0 (off) and {MAX_SENSES}",
+            )
+        self._gloss_senses = chinese_query_glosses
+        self._glosses: ChineseGlosses | None = None
+        if chinese_query_glosses:
+            self._glosses = glosses if glosses is not None else shared_glosses()
+            dictionary_path()  # a missing dictionary is a configuration error now
         self._stemmer: Any = None
         if self._stemming:
             import Stemmer
@@ -236,6 +259,40 @@ class SnowballJiebaAnalyzer(TextAnalyzer):
         if words:
             out.extend(self._words(words))
         return out
+
+    @property
+    def query_expansion(self) -> str | None:
+        if self._glosses is None:
+            return None
+        return f"zh-en-glosses/{self._glosses.name}/senses={self._gloss_senses}"
+
+    def query_terms(self, text: str) -> list[str]:
+        """``terms(text)`` and, for each Chinese word of the query (two characters or
+        more, not a stop word), the analysed terms of its first English senses in
+        CC-CEDICT, each term once and only if the query does not hold it already (see
+        ``glosses.py``: dictionary-based query translation, so a Chinese question meets
+        English documents in BM25)."""
+        terms = self.terms(text)
+        if self._glosses is None or not text:
+            return terms
+        senses: list[str] = []
+        normalised = unicodedata.normalize("NFKC", text).casefold()
+        for match in _RUN.finditer(normalised):
+            run = match.group(1)
+            if run is None:
+                continue
+            for word in _jieba().cut(run):
+                if len(word) >= 2 and word not in self._stop:
+                    senses.extend(self._glosses.senses(word, self._gloss_senses))
+        if not senses:
+            return terms
+        seen = set(terms)
+        extra: list[str] = []
+        for term in self.terms(" ".join(senses)):
+            if term not in seen:
+                seen.add(term)
+                extra.append(term)
+        return [*terms, *extra]
 
     def _words(self, words: list[str]) -> Iterable[str]:
         if self._stemmer is None:

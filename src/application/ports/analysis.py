@@ -5,7 +5,9 @@ and to the query, so both sides meet on the same terms; the Verifier can use the
 analysis to compare an answer's wording with the evidence it was shown. ``fingerprint``
 names the analysis exactly (language, stemmer, stop words, segmenter, their versions):
 a collection records the fingerprint it was built with, and a search with another one
-is refused instead of silently matching differently analysed terms.
+is refused instead of silently matching differently analysed terms. A query may get
+terms of its own on top (``query_terms``): they change what is searched for, not how
+documents were indexed, so they are named apart (``query_expansion``).
 """
 
 from __future__ import annotations
@@ -29,3 +31,18 @@ class TextAnalyzer(ABC):
     def analyse(self, text: str) -> str:
         """The terms joined by single spaces: what a BM25 input field holds."""
         return " ".join(self.terms(text))
+
+    def query_terms(self, text: str) -> list[str]:
+        """The terms a BM25 *query* for ``text`` searches: ``terms(text)``, plus what
+        an analyzer adds on the query side only (e.g. English glosses of Chinese
+        words). Documents are analysed by ``terms`` alone, so query-side additions
+        never need a re-ingest."""
+        return self.terms(text)
+
+    def analyse_query(self, text: str) -> str:
+        return " ".join(self.query_terms(text))
+
+    @property
+    def query_expansion(self) -> str | None:
+        """A name of the query-side additions (for the retrieval trace), None if none."""
+        return None

@@ -64,6 +64,25 @@ def test_a_chinese_word_finds_the_chinese_document_in_sparse_mode(
 
 
 @pytest.mark.slow
+def test_a_question_in_chinese_finds_an_english_document_through_glosses(
+    connection: MilvusConnection, sample: str
+) -> None:
+    """Query words glossed in English (CC-CEDICT) meet the English runbooks in BM25;
+    without the glosses the same questions find only Chinese documents."""
+    glossed = MilvusKnowledgeSearch(connection, collection=sample)
+    plain = MilvusKnowledgeSearch(
+        connection, collection=sample, analyzer=SnowballJiebaAnalyzer(chinese_query_glosses=0)
+    )
+    for question, answer in [
+        ("日志服务器磁盘满了怎么办", "sample_corpus/operations/disk-full-log-hosts.md"),
+        ("证书快过期了怎么续期", "sample_corpus/operations/tls-certificate-renewal.md"),
+        ("线上发布出问题了怎么回滚", "sample_corpus/operations/deploy-rollback.md"),
+    ]:
+        assert answer in docs(glossed.search(sparse(question))), question
+        assert answer not in docs(plain.search(sparse(question, top_k=20))), question
+
+
+@pytest.mark.slow
 def test_stemming_and_the_title_reach_bm25(connection: MilvusConnection, sample: str) -> None:
     search = MilvusKnowledgeSearch(connection, collection=sample)
     # "renewing certificates" shares no surface form with "certificate renewal".
@@ -153,6 +172,7 @@ def test_the_trace_records_analysis_index_and_search_parameters(
     assert params["analysis"] == SnowballJiebaAnalyzer().fingerprint
     assert params["collectionAnalysis"] == params["analysis"]
     assert params["bm25Field"] == "bm25_text"
+    assert params["queryExpansion"] == "zh-en-glosses/cc-cedict/senses=3"
     assert params["denseIndex"]["type"] == "HNSW"
     assert params["denseIndex"]["M"] in (16, "16")
     assert params["denseSearch"] == {"metric": "COSINE", "ef": 96, "efRule": "max(ef, limit)"}
