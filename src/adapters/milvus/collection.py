@@ -16,6 +16,7 @@ from lookup_knowledge.adapters.milvus.fulltext import (
     fulltext_root,
 )
 from lookup_knowledge.adapters.milvus.fulltext import available as fulltext_available
+from lookup_knowledge.adapters.milvus.lite_load import load_lite
 from lookup_knowledge.adapters.milvus.schema import (
     ACCESS_PUBLIC,
     ALLOWED_GROUPS,
@@ -274,7 +275,15 @@ class KnowledgeCollection:
             state = client.get_load_state(self.name, timeout=timeout)
             if "Loaded" not in str(state.get("state", "")):
                 # Loading a large collection can take longer than one request.
-                client.load_collection(self.name, timeout=max(timeout, 120.0))
+                if self.connection.is_lite:
+                    load_lite(
+                        client,
+                        self.name,
+                        timeout_s=max(timeout, 120.0),
+                        lite_path=self.connection.lite_path,
+                    )
+                else:
+                    client.load_collection(self.name, timeout=max(timeout, 120.0))
         except DRIVER_ERRORS as error:
             raise translate(error, "load_collection", self.where) from error
         self._loaded = True

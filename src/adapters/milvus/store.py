@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -29,6 +28,7 @@ from lookup_knowledge.adapters.milvus.connection import MilvusConnection
 from lookup_knowledge.adapters.milvus.errors import DRIVER_ERRORS, translate_ingest
 from lookup_knowledge.adapters.milvus.filters import all_of, eq, groups_key, in_list, not_in_list
 from lookup_knowledge.adapters.milvus.fulltext import FullTextIndex
+from lookup_knowledge.adapters.milvus.lite_load import load_lite
 from lookup_knowledge.adapters.milvus.schema import (
     ACCESS_PUBLIC,
     ALLOWED_GROUPS,
@@ -116,40 +116,6 @@ def fit_bytes(value: str, max_bytes: int) -> str:
     if len(encoded) <= max_bytes:
         return value
     return encoded[:max_bytes].decode("utf-8", "ignore")
-
-
-def _half_written(error: BaseException) -> bool:
-    """A Lite load that met an index file its background builder is still writing."""
-    text = str(error)
-    return "read error" in text or "File is too small" in text
-
-
-class _HalfWrittenLoadNoise(logging.Filter):
-    """Drops the error records Milvus Lite's servicer and pymilvus log, traceback and
-    all, for a load that met a half-written index file: the store retries that load
-    and, when the retries run out, raises its own error saying what failed."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        text = record.getMessage()
-        load = "LoadCollection" in text or "load_collection" in text
-        return not (load and _half_written(Exception(text)))
-
-
-# The loggers that report a failed load on their own before the store sees the error.
-_LOAD_LOGGERS = ("milvus_lite.adapter.grpc.servicer", "pymilvus.decorators")
-
-
-@contextlib.contextmanager
-def _quiet_half_written_loads() -> Iterator[None]:
-    noise = _HalfWrittenLoadNoise()
-    loggers = [logging.getLogger(name) for name in _LOAD_LOGGERS]
-    for each in loggers:
-        each.addFilter(noise)
-    try:
-        yield
-    finally:
-        for each in loggers:
-            each.removeFilter(noise)
 
 
 def _doc_key(row: Mapping[str, Any]) -> str:
@@ -409,30 +375,20 @@ class MilvusKnowledgeStore(KnowledgeStore):
         out, self._notices = tuple(self._notices), []
         return out
 
-    def _reload_indexed(self, client: Any, attempts: int = 20, pause_s: float = 0.25) -> None:
-        """Release and load (Lite): ``load`` builds or reads every segment's index. The
-        background builder may be writing an index file at that moment, and a load that
-        reads it half-written fails ("read error in ...idx"); a later attempt finds the
-        file complete (or the index attached), so the load is retried (Lite also words
-        it "File is too small"). The library's own error log of such a load is not
-        printed: the retry handles it (tracebacks on stderr are for ``--debug``)."""
-        with _quiet_half_written_loads():
-            self._load_retrying(client, attempts, pause_s)
-
-    def _load_retrying(self, client: Any, attempts: int, pause_s: float) -> None:
-        for attempt in range(1, attempts + 1):
-            self._call("release_collection", client.release_collection, self._collection.name)
-            try:
-                client.load_collection(
-                    self._collection.name, timeout=max(self._connection.timeout_s, 600.0)
-                )
-                return
-            except DRIVER_ERRORS as error:
-                if attempt == attempts or not _half_written(error):
-                    raise translate_ingest(
-                        error, "load_collection", self._collection.where
-                    ) from error
-                time.sleep(pause_s)
+    def _reload_indexed(self, client: Any) -> None:
+        """Release and load (Lite): ``load`` builds or reads every segment's index;
+        ``load_lite`` retries a load that met an index file being written and repairs
+        one a crash left damaged (``lite_load.py``)."""
+        try:
+            load_lite(
+                client,
+                self._collection.name,
+                timeout_s=max(self._connection.timeout_s, 600.0),
+                lite_path=self._connection.lite_path,
+                release_first=True,
+            )
+        except DRIVER_ERRORS as error:
+            raise translate_ingest(error, "load_collection", self._collection.where) from error
 
     # ------------------------------------------------------------------ reads
 

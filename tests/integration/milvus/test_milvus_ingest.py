@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -353,3 +354,53 @@ def test_a_load_that_meets_a_half_written_index_is_retried_without_a_traceback(
     captured = capfd.readouterr()
     assert "Traceback" not in captured.err
     assert "read error" not in captured.err
+
+
+def test_an_index_file_a_crash_left_short_is_rebuilt_not_fatal(
+    kb: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Lite writes index files in place: a process killed while writing one leaves it
+    short, and every later load failed ("read error in ...idx"), so no lookup could be
+    answered again. The damaged file is derived data: it is removed and rebuilt."""
+    import glob
+
+    from lookup_knowledge.adapters.embedders import HashingEmbedder
+    from lookup_knowledge.adapters.milvus import MilvusConnection, lite_load
+
+    monkeypatch.setattr(lite_load.time, "sleep", lambda _s: None)
+    uri = str(tmp_path / "crash" / "knowledge.db")
+    embedder = HashingEmbedder(64)
+    first = MilvusConnection(uri, timeout_s=30.0)
+    IngestDocuments(
+        store=MilvusKnowledgeStore(first, collection="kb"),
+        chunker=MarkdownChunker(chunk_size=200, chunk_overlap=30),
+        clock=SystemClock(),
+        embedder=embedder,
+    ).execute(FileDocumentSource(kb))
+    first.close()
+    dense = [p for p in glob.glob(f"{uri}/**/indexes/*.idx", recursive=True) if "dense" in p]
+    assert dense
+    with open(dense[0], "r+b") as handle:
+        handle.truncate(Path(dense[0]).stat().st_size // 2)
+
+    again = MilvusConnection(uri, timeout_s=30.0)
+    try:
+        search = MilvusKnowledgeSearch(again, collection="kb")
+        request = KnowledgeSearchRequest(
+            query_text="kafka consumer lag",
+            query_vector=embedder.embed_query("kafka consumer lag"),
+            top_k=3,
+            mode=SearchMode.DENSE,
+        )
+        with caplog.at_level(logging.WARNING):
+            hits = search.search(request)
+    finally:
+        again.close()
+    assert hits
+    assert any("is damaged" in r.getMessage() for r in caplog.records)
+    assert Path(dense[0]).stat().st_size > 0  # rebuilt by Lite
+    assert "Traceback" not in capfd.readouterr().err
