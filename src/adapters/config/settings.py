@@ -198,6 +198,14 @@ class HybridSettings(_Section):
         ge=0,
         description="RRF constant k for hybrid fusion: each list adds 1/(k + rank).",
     )
+    bm25_only_when_unreadable: bool = Field(
+        default=True,
+        description=(
+            "Answer a hybrid lookup from BM25 alone when the embedder cannot read the "
+            "query's language (the bundled MiniLM reads English: a question whose words "
+            "are all Chinese); its dense list would rank documents by script, not topic."
+        ),
+    )
 
 
 class AnalysisLanguage(StrEnum):
@@ -964,6 +972,7 @@ class Settings(_Masked, BaseSettings):
             mode=rag.search_mode,
             engine_grouping=rag.engine_grouping,
             late_materialisation=rag.late_materialisation,
+            bm25_only_when_unreadable=rag.hybrid.bm25_only_when_unreadable,
             rerank=RerankWeights(
                 enabled=rag.rerank.enabled,
                 relevance=weights.relevance,

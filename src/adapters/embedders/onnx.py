@@ -27,7 +27,9 @@ import hashlib
 import json
 import logging
 import os
+import re
 import threading
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -324,6 +326,20 @@ class OnnxSentenceEmbedder(Embedder):
         return [row.tolist() for row in pooled.astype(np.float64)]
 
 
+_LATIN_WORD = re.compile(r"[A-Za-z\u00c0-\u024f]{2,}")
+
+
+def reads_latin(text: str) -> bool:
+    """True if ``text`` has a Latin-script word, or no letters of any other script."""
+    normalised = unicodedata.normalize("NFKC", text)
+    if _LATIN_WORD.search(normalised):
+        return True
+    return not any(
+        ch.isalpha() and not ("a" <= ch.lower() <= "z" or "\u00c0" <= ch <= "\u024f")
+        for ch in normalised
+    )
+
+
 def _check_texts(texts: Sequence[str]) -> None:
     for text in texts:
         if not isinstance(text, str):
@@ -331,7 +347,15 @@ def _check_texts(texts: Sequence[str]) -> None:
 
 
 class OnnxMiniLMEmbedder(OnnxSentenceEmbedder):
-    """The default embedder: all-MiniLM-L6-v2 int8 ONNX, 384 dimensions, offline."""
+    """The default embedder: all-MiniLM-L6-v2 int8 ONNX, 384 dimensions, offline.
+
+    The model was trained on English text: it ``reads`` a text with a word of two Latin
+    letters or more, or with no letters of another script (digits and symbols alone
+    are left to the caller's mode); a text whose words are all in other scripts
+    (Chinese, Japanese, Cyrillic, ...) it does not."""
+
+    def reads(self, text: str) -> bool:
+        return reads_latin(text)
 
     def __init__(
         self,

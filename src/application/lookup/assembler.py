@@ -100,8 +100,9 @@ class Assembler:
 
     def _retrieval_trace(self, call: LookupCall, out: StageOutputs) -> dict[str, Any]:
         settings = self._config.retrieval
+        searched = out.retrieval.mode or call.mode
         trace: dict[str, Any] = {
-            "mode": call.mode.value,
+            "mode": searched.value,
             "retrieveK": settings.retrieve_k,
             "returnN": settings.return_n,
             "maxChunksPerDocument": settings.max_chunks_per_document,
@@ -118,9 +119,12 @@ class Assembler:
                 "droppedByCheck": out.retrieval.access_dropped,
             },
             "fallbackReason": out.retrieval.fallback_reason,
+            "modeReason": out.retrieval.mode_reason,
             "counts": {**out.processed.counts, "projected": len(out.blocks)},
             "timingsMs": {k: round(v, 3) for k, v in out.timings_ms.items()},
         }
+        if searched is not call.mode:
+            trace["requestedMode"] = call.mode.value
         if out.processed.vanished:
             trace["vanished"] = list(out.processed.vanished)
         dropped = [*out.retrieval.dropped, *out.processed.dropped]

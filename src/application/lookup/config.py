@@ -39,6 +39,9 @@ class LookupConfig:
     # Off by default: measured at 100k chunks the second round trip costs more than
     # returning ~1 KB texts with the search, and rerank bonuses want the text.
     late_materialisation: bool = False
+    #: A hybrid lookup whose query the embedder cannot read (``Embedder.reads``) is
+    #: answered from BM25 alone (``rag.hybrid.bm25-only-when-unreadable``).
+    bm25_only_when_unreadable: bool = True
     rerank: RerankWeights = field(default_factory=RerankWeights)
     calibration: RelevanceCalibration = field(default_factory=RelevanceCalibration)
     context_char_budget: int = 4000

@@ -54,7 +54,7 @@ def invocation_record(
         error_message=out.error.message if out.error else None,
         quality_score=result.quality_score,
         relevance_level=result.relevance_level.value,
-        retrieval_mode=call.mode.value,
+        retrieval_mode=(out.retrieval.mode or call.mode).value,
         filter_applied=out.retrieval.filter_applied,
         fallback_reason=out.retrieval.fallback_reason,
         retrieve_k=config.retrieval.retrieve_k,

@@ -85,10 +85,10 @@ _COUNTS = ("candidates", "afterCap", "returned", "projected")
 
 
 def _agent_trace(trace: Mapping[str, Any]) -> dict[str, Any]:
-    """The retrieval trace the agent needs: the mode, the filter and the fallback reason
-    when there was one (absent, not ``null``, otherwise), and the counts."""
+    """The retrieval trace the agent needs: the mode searched, the filter, the fallback
+    reason and the reason for another mode than configured when there was one (absent, not ``null``, otherwise), and the counts."""
     out: dict[str, Any] = {"mode": trace.get("mode")}
-    for key in ("filterApplied", "fallbackReason"):
+    for key in ("filterApplied", "fallbackReason", "modeReason"):
         if trace.get(key) is not None:
             out[key] = trace[key]
     counts = {k: v for k, v in trace.get("counts", {}).items() if k in _COUNTS}

@@ -50,6 +50,10 @@ logger = logging.getLogger(__name__)
 ACCESS_DENIED = "not visible to this principal (dropped by the access check)"
 
 
+#: ``Retrieval.mode_reason`` when a hybrid lookup was answered by BM25 alone.
+UNREADABLE_QUERY = "embedder_cannot_read_query"
+
+
 @dataclass(frozen=True, slots=True)
 class SearchPass:
     """One search the Retriever ran, as the retrieval trace shows it."""
@@ -128,6 +132,9 @@ class Retrieval:
     timings_ms: Mapping[str, float] = field(default_factory=dict)
     search_parameters: Mapping[str, object] = field(default_factory=dict)
     dropped: tuple[DroppedHit, ...] = ()  # of every pass
+    #: The mode searched, when it is not the one asked for, and why.
+    mode: SearchMode | None = None
+    mode_reason: str | None = None
 
     @property
     def access_dropped(self) -> int:
@@ -176,6 +183,16 @@ class Retriever:
         access: AccessScope = UNRESTRICTED,
     ) -> Retrieval:
         timings: dict[str, float] = {}
+        asked, mode_reason = mode, None
+        if (
+            mode is SearchMode.HYBRID
+            and self._config.bm25_only_when_unreadable
+            and self._embedder is not None
+            and not self._embedder.reads(query)
+        ):
+            # The embedder cannot read the query's language: its dense list would be
+            # ranked by script, not topic, and only add noise to the fusion.
+            mode, mode_reason = SearchMode.SPARSE, UNREADABLE_QUERY
         vector = self._query_vector(query, mode, timings)
         first_filter = category or hints.filter_candidate
         source = "explicit" if category else ("l0" if first_filter else None)
@@ -203,6 +220,8 @@ class Retriever:
             timings_ms=timings,
             search_parameters=dict(self._search.search_parameters()),
             dropped=tuple(dropped),
+            mode=mode if mode is not asked else None,
+            mode_reason=mode_reason,
         )
 
     def materialise(

@@ -165,6 +165,13 @@ class Embedder(ABC):
     @abstractmethod
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]: ...
 
+    def reads(self, text: str) -> bool:
+        """Whether the model was trained on the language ``text`` is written in. A query
+        it cannot read still gets a vector, but its nearest neighbours are chosen by
+        script, not by topic (measured: English-only MiniLM puts every Chinese document
+        near any Chinese question). Default: every language."""
+        return True
+
     def token_lengths(self, texts: Sequence[str]) -> list[int]:
         """How long each text is for this embedder, to batch similar lengths together
         (less padding). The default counts characters; a tokenizer-backed embedder
