@@ -42,10 +42,27 @@ def clean_text(value: str) -> str:
 
 
 def clean_json(value: object, depth: int = 0) -> Any:
-    """A JSON-safe copy of ``value`` (see the module docstring)."""
+    """A JSON-safe copy of ``value`` (see the module docstring).
+
+    Runs on every record's retrieval details (~10 KB of nested trace), so the common
+    types are tested by identity first; subclasses take the general path below."""
     if depth > _MAX_DEPTH:
         return clean_text(str(value))
-    if value is None or isinstance(value, bool | int):
+    kind = type(value)
+    if kind is str:
+        return clean_text(value)  # type: ignore[arg-type]
+    if kind is int or kind is bool or value is None:
+        return value
+    if kind is dict:
+        return {
+            (k if type(k) is str and k.isascii() and "\x00" not in k else clean_text(str(k))): (
+                clean_json(v, depth + 1)
+            )
+            for k, v in value.items()  # type: ignore[attr-defined]
+        }
+    if kind is list or kind is tuple:
+        return [clean_json(v, depth + 1) for v in value]  # type: ignore[attr-defined]
+    if isinstance(value, bool | int):
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else None
@@ -95,14 +112,16 @@ def clean_invocation(invocation: ToolInvocation) -> ToolInvocation:
     )
 
 
-def to_json(invocation: ToolInvocation) -> dict[str, Any]:
+def to_json(invocation: ToolInvocation, *, cleaned: bool = False) -> dict[str, Any]:
+    """The record as plain JSON values; ``cleaned``: it comes from ``clean_invocation``,
+    whose retrieval details are JSON-safe already (not walked a second time)."""
     out: dict[str, Any] = {}
     for f in fields(ToolInvocation):
         value = getattr(invocation, f.name)
         if f.name == "started_at":
             value = _utc(value).isoformat()
         elif f.name == "retrieval_details":
-            value = clean_json(dict(value))
+            value = dict(value) if cleaned else clean_json(dict(value))
         elif f.name == "evidence":
             value = [{g.name: getattr(e, g.name) for g in fields(EvidenceRecord)} for e in value]
         out[f.name] = value

@@ -278,7 +278,7 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
         if self._closed:
             return self._keep_late(clean)
         try:
-            entry = self._spool.append(clean)  # durable from here on
+            entry = self._spool.append(clean, cleaned=True)  # durable from here on
         except SpoolClosed:
             return self._keep_late(clean)
         except AuditError:  # the disk refuses: the one failure that reaches the caller
@@ -304,7 +304,7 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
         the disk refuses."""
         late = Spool(self._spool.directory, fsync=self._fsync)
         try:
-            late.append(clean)
+            late.append(clean, cleaned=True)
         finally:
             late.close()
         logger.warning(

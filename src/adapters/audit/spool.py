@@ -92,9 +92,10 @@ class SpoolClosed(AuditError):
     """An append to a journal that was closed meanwhile (the recorder is shutting down)."""
 
 
-def encode(invocation: ToolInvocation) -> str:
+def encode(invocation: ToolInvocation, *, cleaned: bool = False) -> str:
+    """One journal line; ``cleaned``: the record comes from ``clean_invocation``."""
     body = json.dumps(
-        {"v": FORMAT_VERSION, "invocation": to_json(invocation)},
+        {"v": FORMAT_VERSION, "invocation": to_json(invocation, cleaned=cleaned)},
         ensure_ascii=True,
         separators=(",", ":"),
         allow_nan=False,
@@ -268,14 +269,15 @@ class Spool:
 
     # ------------------------------------------------------------------ writing
 
-    def append(self, invocation: ToolInvocation) -> SpoolEntry:
+    def append(self, invocation: ToolInvocation, *, cleaned: bool = False) -> SpoolEntry:
         """Durably append one record; raises ``SpoolClosed`` when the spool is closed and
-        ``AuditError`` when the disk refuses.
+        ``AuditError`` when the disk refuses. ``cleaned``: the record comes from
+        ``clean_invocation`` (the recorder's case), so its details are not cleaned again.
 
         The write happens under the lock; the ``fsync`` after it, outside: the first
         thread to get there syncs what every thread has written so far (group commit).
         """
-        entry = SpoolEntry(encode(invocation), invocation)
+        entry = SpoolEntry(encode(invocation, cleaned=cleaned), invocation)
         with self._lock:
             if self._closed:
                 raise SpoolClosed(f"the audit spool {self.path} is closed")
