@@ -165,6 +165,8 @@ CHINESE_STOP_WORDS = frozenset(
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
 _RUN = re.compile(rf"([{_HAN}]+)|([^\W_{_HAN}]+)")
 _MAX_TERM_CHARS = 64  # longer runs (hashes, base64) are cut, not dropped
+#: Most gloss terms one query gets (a long Chinese query would otherwise multiply).
+MAX_GLOSS_TERMS = 64
 
 #: Analysis languages: Snowball stemmer name and stop-word set.
 LANGUAGES: dict[str, frozenset[str]] = {"english": ENGLISH_STOP_WORDS}
@@ -292,6 +294,8 @@ class SnowballJiebaAnalyzer(TextAnalyzer):
             if term not in seen:
                 seen.add(term)
                 extra.append(term)
+                if len(extra) == MAX_GLOSS_TERMS:
+                    break
         return [*terms, *extra]
 
     def _words(self, words: list[str]) -> Iterable[str]:

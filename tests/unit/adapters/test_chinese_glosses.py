@@ -94,3 +94,12 @@ def test_query_terms_extend_terms_and_survive_a_word_tokenizer(text: str) -> Non
     added = terms[len(base) :]
     assert len(added) == len(set(added))
     assert not set(added) & set(base)
+
+
+def test_a_long_chinese_query_gets_a_bounded_number_of_gloss_terms() -> None:
+    from lookup_knowledge.adapters.text.analysis import MAX_GLOSS_TERMS
+
+    analyzer = SnowballJiebaAnalyzer(chinese_query_glosses=5)
+    query = "数据库服务器日志磁盘证书账户删除保留发布回滚工程师事故等级定义交接班" * 20
+    terms = analyzer.query_terms(query)
+    assert 0 < len(terms) - len(analyzer.terms(query)) <= MAX_GLOSS_TERMS
