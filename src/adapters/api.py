@@ -37,8 +37,8 @@ from lookup_knowledge.application.ports import (
     AuditQueries,
     AuditSchema,
     CitationReport,
+    CurrentChunkText,
     DocumentSource,
-    KnowledgeSearchPort,
     ToolInvocationRecorder,
 )
 from lookup_knowledge.application.tool import anthropic_tool_schema, openai_tool_schema
@@ -321,16 +321,20 @@ class LookupApp:
     async def ahealth(self) -> Health:
         return await self._in_pool(self.health)
 
-    def evidence_text(self, document_ids: Sequence[str]) -> dict[str, str]:
-        """The knowledge base's current text of these evidence keys (``document_id``s);
-        keys it no longer holds are absent. What the agent was shown may be a cut of it:
-        the audit store keeps the hash of the shown text to compare against."""
+    def evidence_text(
+        self, document_ids: Sequence[str], *, tenant: str | None = None
+    ) -> dict[str, str]:
+        """The knowledge base's current text of these evidence keys (``document_id``s) in
+        ``tenant``'s documents (the principal tenant of the invocation that showed them;
+        None: the documents without a tenant); keys it no longer holds are absent. What
+        the agent was shown may be a cut of it: the audit store keeps the hash of the
+        shown text to compare against."""
         keys = list(dict.fromkeys(document_ids))
         if not keys:
             return {}
         with self._call():
-            search: KnowledgeSearchPort = self._container.search()
-            return search.fetch_content(keys)
+            chunk_text: CurrentChunkText = self._container.chunk_text()
+            return chunk_text.fetch_content(keys, tenant)
 
     def check_answer(
         self,

@@ -404,6 +404,8 @@ class Container(containers.DeclarativeContainer):
         none=providers.Object(None),
         openai=providers.Resource(_openai_judge, settings),
     )
+    # A block's current text by document_id, from the rows of one tenant (or none).
+    chunk_text = providers.Singleton(SearchChunkText, search)
     check_answer = providers.Factory(
         CheckAnswer,
         evidence=session_evidence,
@@ -411,7 +413,7 @@ class Container(containers.DeclarativeContainer):
         recorder=recorder,
         clock=clock,
         stemmer=stemmer,
-        chunk_text=providers.Singleton(SearchChunkText, search),
+        chunk_text=chunk_text,
         embedder=providers.Callable(_check_embedder, settings, embedder),
         judge=claim_judge,
         settings=providers.Callable(lambda s: s.to_answer_check_settings(), settings),

@@ -10,8 +10,10 @@ verdicts beside the invocations:
 * ``SessionEvidenceReader`` - the blocks a session was shown, with the exact text
   (``shown_text``) where the store kept it, and which other sessions got an id;
 * ``CurrentChunkText`` - a block's current text from the knowledge store, for records that
-  kept only a hash (``audit.keep-shown-text`` false, or written before the text was kept):
-  the text is used only if it hashes to what was shown, else "evidence changed since shown";
+  kept only a hash (``audit.keep-shown-text`` false, or written before the text was kept),
+  read from the rows of the tenant the showing invocation was made for (and the untenanted
+  ones): the text is used only if it hashes to what was shown, else "evidence changed
+  since shown";
 * ``WordStemmer`` - stems for lexical coverage; ``Embedder`` (optional) - claim-to-block
   cosine; ``ClaimJudge`` (optional) - an NLI/LLM opinion recorded as a signal, never a
   verdict;
@@ -41,6 +43,7 @@ from lookup_knowledge.application.ports import (
     CurrentChunkText,
     Embedder,
     SessionEvidenceReader,
+    ShownBlock,
     ToolInvocationRecorder,
     WordStemmer,
     check_session_id,
@@ -278,15 +281,7 @@ class CheckAnswer:
                 statuses[d] = CitationVerdict(d, CitationStatus.NOT_IN_SESSION, elsewhere[d])
             else:
                 statuses[d] = CitationVerdict(d, CitationStatus.UNKNOWN)
-        need_fetch = sorted(
-            {b.document_id for bs in shown.values() for b in bs if b.shown_text is None}
-        )
-        current: dict[str, str] = {}
-        if need_fetch and self._chunk_text is not None:
-            try:
-                current = self._chunk_text.fetch_content(need_fetch)
-            except LookupKnowledgeError:
-                current = {}
+        current = self._current_texts(shown)
         stem = self._stemmer.stem
         texts: dict[str, list[EvidenceText]] = {}
         for d, blocks in shown.items():
@@ -298,14 +293,45 @@ class CheckAnswer:
                 text = block.shown_text
                 problem = None
                 if text is None:
-                    if d not in current:
+                    stored = [
+                        current[t][d]
+                        for t in dict.fromkeys((block.principal_tenant or None, None))
+                        if d in current.get(t, {})
+                    ]
+                    for candidate in stored:
+                        text = shown_text_from(candidate, block.content_hash)
+                        if text is not None:
+                            break
+                    if not stored:
                         problem = "shown text not kept and the block is no longer in the store"
-                    else:
-                        text = shown_text_from(current[d], block.content_hash)
-                        problem = None if text is not None else CHANGED_SINCE_SHOWN
+                    elif text is None:
+                        problem = CHANGED_SINCE_SHOWN
                 prepared = None if text is None else PreparedEvidence.of(d, text, stem)
                 texts.setdefault(d, []).append(EvidenceText(d, prepared, problem))
         return statuses, texts
+
+    def _current_texts(
+        self, shown: Mapping[str, Sequence[ShownBlock]]
+    ) -> dict[str | None, dict[str, str]]:
+        """The stored text of the blocks whose shown text was not kept, by tenant (None:
+        rows without one) and document_id. A block shown for a tenant is read from that
+        tenant's rows and from the untenanted ones (a public document without a tenant,
+        or any row with access off): the text whose hash is the shown one is used."""
+        wanted: dict[str | None, set[str]] = {}
+        for blocks in shown.values():
+            for block in blocks:
+                if block.shown_text is None:
+                    for tenant in dict.fromkeys((block.principal_tenant or None, None)):
+                        wanted.setdefault(tenant, set()).add(block.document_id)
+        if not wanted or self._chunk_text is None:
+            return {}
+        current: dict[str | None, dict[str, str]] = {}
+        for tenant in sorted(wanted, key=lambda t: (t is not None, t or "")):
+            try:
+                current[tenant] = self._chunk_text.fetch_content(sorted(wanted[tenant]), tenant)
+            except LookupKnowledgeError:
+                current[tenant] = {}
+        return current
 
     def _cosines(
         self, claims: Sequence[Claim], texts: Mapping[str, Sequence[EvidenceText]]

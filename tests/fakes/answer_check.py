@@ -22,6 +22,7 @@ from lookup_knowledge.application.ports import (
     WordStemmer,
     summary_of,
 )
+from lookup_knowledge.domain.access import storage_key
 from lookup_knowledge.domain.errors import JudgeError, NotFoundError
 
 
@@ -41,6 +42,7 @@ class FakeSessionEvidence(SessionEvidenceReader):
         at: datetime,
         *,
         keep_text: bool = True,
+        tenant: str | None = None,
     ) -> None:
         seq = 1 + sum(1 for s, _ in self.blocks if s == session_id)
         block = ShownBlock(
@@ -52,6 +54,7 @@ class FakeSessionEvidence(SessionEvidenceReader):
             started_at=at,
             content_hash=digest(text),
             shown_text=text if keep_text else None,
+            principal_tenant=tenant,
         )
         self.blocks.append((session_id, block))
 
@@ -79,13 +82,21 @@ class FakeSessionEvidence(SessionEvidenceReader):
 
 
 class FakeChunkText(CurrentChunkText):
+    """``texts`` by storage key (``storage_key(tenant, document_id)``; a bare id is a row
+    without a tenant)."""
+
     def __init__(self, texts: dict[str, str] | None = None) -> None:
         self.texts = dict(texts or {})
         self.fetched: list[tuple[str, ...]] = []
+        self.tenants: list[str | None] = []  # the tenant of each fetch
 
-    def fetch_content(self, document_ids: Sequence[str]) -> dict[str, str]:
+    def fetch_content(
+        self, document_ids: Sequence[str], tenant: str | None = None
+    ) -> dict[str, str]:
         self.fetched.append(tuple(document_ids))
-        return {d: self.texts[d] for d in document_ids if d in self.texts}
+        self.tenants.append(tenant)
+        keys = {d: storage_key(tenant or "", d) for d in document_ids}
+        return {d: self.texts[k] for d, k in keys.items() if k in self.texts}
 
 
 class InMemoryAnswerCheckStore(AnswerCheckStore):

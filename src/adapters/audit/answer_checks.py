@@ -117,6 +117,7 @@ class SqlSessionEvidence(SessionEvidenceReader):
                 T.c.seq,
                 T.c.step_id,
                 T.c.started_at,
+                T.c.principal_tenant,
             )
             .join(T, T.c.id == E.c.invocation_id)
             .where(
@@ -140,6 +141,7 @@ class SqlSessionEvidence(SessionEvidenceReader):
                     started_at=m["started_at"],
                     content_hash=m["content_hash"],
                     shown_text=m["shown_text"],
+                    principal_tenant=m["principal_tenant"],
                 )
             )
         return {k: tuple(v) for k, v in found.items()}

@@ -249,7 +249,14 @@ def console_router(lookup_app: LookupApp, guard: TokenGuard) -> APIRouter:
             shown_chars = {
                 str(e.get("document_id")): e.get("chars") for e in _dicts(details.get("evidence"))
             }
-            current = lookup_app.evidence_text([e.document_id for e in detail.evidence])
+            # The rows of the tenant the lookup was made for, then the untenanted ones
+            # (a public document without a tenant) for ids that tenant does not hold.
+            ids = [e.document_id for e in detail.evidence]
+            tenant = detail.summary.principal_tenant
+            current = lookup_app.evidence_text(ids, tenant=tenant)
+            absent = [d for d in ids if d not in current]
+            if tenant and absent:
+                current |= lookup_app.evidence_text(absent)
             blocks = []
             for e in detail.evidence:
                 chars = shown_chars.get(e.document_id)

@@ -41,6 +41,9 @@ class ShownBlock:
     started_at: datetime
     content_hash: str
     shown_text: str | None  # None: the store kept only the hash
+    #: The principal tenant of the invocation that showed it (None: no principal). A
+    #: tenant's rows are stored under its own keys, so re-reading the block needs it.
+    principal_tenant: str | None = None
 
 
 class SessionEvidenceReader(ABC):
@@ -64,7 +67,12 @@ class CurrentChunkText(ABC):
     """A block's current text in the knowledge store, by document_id."""
 
     @abstractmethod
-    def fetch_content(self, document_ids: Sequence[str]) -> dict[str, str]: ...
+    def fetch_content(
+        self, document_ids: Sequence[str], tenant: str | None = None
+    ) -> dict[str, str]:
+        """The current text of ``tenant``'s rows holding these ids (its storage keys,
+        ``domain.access.storage_key``), or of the rows without a tenant when ``tenant`` is
+        None, keyed by document_id; ids it does not hold are absent."""
 
 
 class WordStemmer(ABC):

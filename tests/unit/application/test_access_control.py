@@ -9,6 +9,7 @@ from dataclasses import replace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lookup_knowledge.adapters.answer_check import SearchChunkText
 from lookup_knowledge.adapters.embedders import HashingEmbedder
 from lookup_knowledge.adapters.files import MarkdownChunker
 from lookup_knowledge.adapters.memory import InMemoryKnowledgeBase
@@ -282,3 +283,19 @@ def test_no_result_ever_contains_a_chunk_the_principal_may_not_see(
     for record in fx.records:
         for evidence in record.evidence:
             assert can_see(principal, access_of[evidence.document_id], AccessMode.ENFORCED)
+
+
+def test_current_chunk_text_reads_the_given_tenants_rows_by_document_id() -> None:
+    # The answer checker's and the console's re-read: a tenant's rows are stored under
+    # its storage keys, and the answer comes back keyed by the bare document_id.
+    kb = _two_tenant_base()
+    chunk_text = SearchChunkText(kb)
+    ids = ["kb/guide.md#chunk-0", "kb/acme-only.md#chunk-0", "kb/nowhere.md#chunk-0"]
+    acme = chunk_text.fetch_content(ids, "acme")
+    assert set(acme) == {"kb/guide.md#chunk-0", "kb/acme-only.md#chunk-0"}
+    assert all("anvils" in t for t in acme.values())
+    globex = chunk_text.fetch_content(ids, "globex")
+    assert set(globex) == {"kb/guide.md#chunk-0"}
+    assert "globes" in globex["kb/guide.md#chunk-0"]
+    assert chunk_text.fetch_content(ids) == {}  # no row without a tenant holds them
+    assert chunk_text.fetch_content([], "acme") == {}

@@ -9,6 +9,7 @@ import pytest
 
 from lookup_knowledge.application.answer_check import CheckAnswer, answer_check_json
 from lookup_knowledge.application.ports import AnswerCheckFilter, AnswerFormat, TimeRange
+from lookup_knowledge.domain.access import storage_key
 from lookup_knowledge.domain.answer_check import Verdict
 from lookup_knowledge.domain.errors import InvalidInputError
 from lookup_knowledge.domain.projection import ELLIPSIS
@@ -128,6 +129,85 @@ def test_hash_only_evidence_is_reread_and_used_only_while_it_hashes_the_same(
     assert changed.verdict is Verdict.UNSUPPORTED
     assert changed.reasons == ("db#chunk-0: evidence changed since shown",)
     assert current.fetched == [("db#chunk-0", "ops#chunk-0")]
+
+
+ACME_POOL = POOL.replace("20", "30")
+GLOBEX_POOL = POOL.replace("20", "40")
+
+
+def _tenant_rows() -> FakeChunkText:
+    # One path held by two tenants and by a row without a tenant, each its own text.
+    return FakeChunkText(
+        {
+            "db#chunk-0": POOL,
+            storage_key("acme", "db#chunk-0"): ACME_POOL,
+            storage_key("globex", "db#chunk-0"): GLOBEX_POOL,
+        }
+    )
+
+
+def test_hash_only_evidence_is_reread_from_the_tenant_it_was_shown_for(
+    clock: FakeClock,
+) -> None:
+    shown = FakeSessionEvidence()
+    shown.show("s-1", "db#chunk-0", ACME_POOL, clock.now(), keep_text=False, tenant="acme")
+    current = _tenant_rows()
+    (claim,) = (
+        checker(shown, clock, chunk_text=current)
+        .execute("s-1", "PgBouncer keeps 30 server connections per pool [db#chunk-0].")
+        .claims
+    )
+    assert claim.verdict is Verdict.SUPPORTED, claim.reasons
+    # the tenant's rows, and the untenanted ones (a public document without a tenant)
+    assert current.tenants == [None, "acme"]
+    assert current.fetched == [("db#chunk-0",), ("db#chunk-0",)]
+
+
+def test_a_tenants_block_from_an_untenanted_row_is_picked_by_its_hash(clock: FakeClock) -> None:
+    shown = FakeSessionEvidence()
+    shown.show("s-1", "db#chunk-0", POOL, clock.now(), keep_text=False, tenant="acme")
+    (claim,) = (
+        checker(shown, clock, chunk_text=_tenant_rows())
+        .execute("s-1", "PgBouncer keeps 20 server connections per pool [db#chunk-0].")
+        .claims
+    )
+    assert claim.verdict is Verdict.SUPPORTED, claim.reasons
+
+
+def test_each_block_is_reread_for_its_own_invocations_tenant(clock: FakeClock) -> None:
+    # Nothing ties a session to one principal: each lookup names its own, and each
+    # shown block is re-read from the rows of the tenant its invocation was made for.
+    shown = FakeSessionEvidence()
+    shown.show("s-1", "db#chunk-0", ACME_POOL, clock.now(), keep_text=False, tenant="acme")
+    shown.show("s-1", "db#chunk-0", GLOBEX_POOL, clock.now(), keep_text=False, tenant="globex")
+    current = _tenant_rows()
+    check = checker(shown, clock, chunk_text=current).execute(
+        "s-1",
+        "PgBouncer keeps 30 server connections per pool [db#chunk-0]. "
+        "PgBouncer keeps 40 server connections per pool [db#chunk-0]. "
+        "PgBouncer keeps 50 server connections per pool [db#chunk-0].",
+    )
+    assert [c.verdict for c in check.claims] == [
+        Verdict.SUPPORTED,
+        Verdict.SUPPORTED,
+        Verdict.UNSUPPORTED,
+    ]
+    assert all("changed since shown" not in r for c in check.claims for r in c.reasons)
+    assert current.tenants == [None, "acme", "globex"]
+
+
+def test_a_tenants_block_its_tenant_changed_is_changed_not_the_other_tenants_text(
+    clock: FakeClock,
+) -> None:
+    shown = FakeSessionEvidence()
+    shown.show("s-1", "db#chunk-0", GLOBEX_POOL, clock.now(), keep_text=False, tenant="acme")
+    (claim,) = (
+        checker(shown, clock, chunk_text=_tenant_rows())
+        .execute("s-1", "PgBouncer keeps 40 server connections per pool [db#chunk-0].")
+        .claims
+    )
+    assert claim.verdict is Verdict.UNSUPPORTED
+    assert claim.reasons == ("db#chunk-0: evidence changed since shown",)
 
 
 def test_hash_only_evidence_without_a_knowledge_store_is_reported(clock: FakeClock) -> None:
