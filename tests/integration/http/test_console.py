@@ -149,3 +149,29 @@ def test_visible_shows_invisible_characters_as_escapes() -> None:
     assert visible("a\x00b\x1bc\u202ed\u200be") == "a\\x00b\\x1bc\\u202ed\\u200be"
     assert visible("tabs\tand\nnewlines stay; 中文 too") == "tabs\tand\nnewlines stay; 中文 too"
     assert visible(3) == 3
+
+
+def test_the_invocation_page_names_the_principal_access_and_the_mode_searched(
+    client: TestClient, lookup_app: LookupApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lookup_knowledge import Principal
+    from lookup_knowledge.adapters.embedders.onnx import reads_latin
+
+    alice = Principal("acme", "alice", frozenset({"staff"}))
+    tool = lookup_app.lookup("PG-53300 too many connections", session_id="con-p", principal=alice)
+    page = client.get(f"/invocations/{tool['invocationId']}").text
+    assert "tenant acme, user alice, groups sha256" in page
+    assert alice.groups_hash()[:12] in page
+    assert '<dd id="access">off</dd>' in page
+    anonymous = lookup_app.lookup("PG-53300", session_id="con-p")
+    assert (
+        '<dd id="principal">none</dd>'
+        in client.get(f"/invocations/{anonymous['invocationId']}").text
+    )
+    # The hashing embedder reads every language; make it read English only, as MiniLM.
+    monkeypatch.setattr(
+        type(lookup_app._container.embedder()), "reads", lambda _s, t: reads_latin(t)
+    )
+    chinese = lookup_app.lookup("数据库主从切换怎么做", session_id="con-p")
+    page = client.get(f"/invocations/{chinese['invocationId']}").text
+    assert "(asked: hybrid; embedder_cannot_read_query)" in page
