@@ -50,6 +50,13 @@ class ServerCapabilities:
 _VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 
 
+#: gRPC channel options for a Milvus Lite client (see ``MilvusConnection.client``).
+LITE_GRPC_OPTIONS: dict[str, int] = {
+    "grpc.keepalive_time_ms": 2**31 - 1,
+    "grpc.keepalive_permit_without_calls": 0,
+}
+
+
 def parse_capabilities(version: str) -> ServerCapabilities:
     """Capabilities from ``get_server_version()``.
 
@@ -260,6 +267,11 @@ class MilvusConnection:
                 if self._db_name:
                     kwargs["db_name"] = self._db_name
                 if self._lite:
+                    # pymilvus pings every 10 s; Lite's in-process gRPC server allows a
+                    # ping without data every 5 min and answers more with GOAWAY
+                    # "too_many_pings" (seen on stderr in long ingests). Nothing to keep
+                    # alive in-process: no pings.
+                    kwargs["grpc_options"] = dict(LITE_GRPC_OPTIONS)
                     _acquire_lite(self._uri)
                 try:
                     self._client = MilvusClient(**kwargs)
