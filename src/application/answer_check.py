@@ -11,9 +11,10 @@ verdicts beside the invocations:
   (``shown_text``) where the store kept it, and which other sessions got an id;
 * ``CurrentChunkText`` - a block's current text from the knowledge store, for records that
   kept only a hash (``audit.keep-shown-text`` false, or written before the text was kept),
-  read from the rows of the tenant the showing invocation was made for (and the untenanted
-  ones): the text is used only if it hashes to what was shown, else "evidence changed
-  since shown";
+  read from the row the block was recorded to come from (its ``row_tenant``; records
+  written before audit revision 0005: the rows of the tenant the showing invocation was
+  made for, and the untenanted ones): the text is used only if it hashes to what was
+  shown, else "evidence changed since shown";
 * ``WordStemmer`` - stems for lexical coverage; ``Embedder`` (optional) - claim-to-block
   cosine; ``ClaimJudge`` (optional) - an NLI/LLM opinion recorded as a signal, never a
   verdict;
@@ -294,9 +295,7 @@ class CheckAnswer:
                 problem = None
                 if text is None:
                     stored = [
-                        current[t][d]
-                        for t in dict.fromkeys((block.principal_tenant or None, None))
-                        if d in current.get(t, {})
+                        current[t][d] for t in block.reread_tenants() if d in current.get(t, {})
                     ]
                     for candidate in stored:
                         text = shown_text_from(candidate, block.content_hash)
@@ -314,14 +313,15 @@ class CheckAnswer:
         self, shown: Mapping[str, Sequence[ShownBlock]]
     ) -> dict[str | None, dict[str, str]]:
         """The stored text of the blocks whose shown text was not kept, by tenant (None:
-        rows without one) and document_id. A block shown for a tenant is read from that
-        tenant's rows and from the untenanted ones (a public document without a tenant,
-        or any row with access off): the text whose hash is the shown one is used."""
+        rows without one) and document_id. A block is read from the row it was recorded
+        to come from (``row_tenant``: another tenant's public row, or any row with access
+        off, included); a record without it from the invocation's principal tenant's rows
+        and the untenanted ones: the text whose hash is the shown one is used."""
         wanted: dict[str | None, set[str]] = {}
         for blocks in shown.values():
             for block in blocks:
                 if block.shown_text is None:
-                    for tenant in dict.fromkeys((block.principal_tenant or None, None)):
+                    for tenant in block.reread_tenants():
                         wanted.setdefault(tenant, set()).add(block.document_id)
         if not wanted or self._chunk_text is None:
             return {}

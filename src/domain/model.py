@@ -92,6 +92,9 @@ class EvidenceCandidate:
     # The row's primary key as the engine returned it (late materialisation fetches by
     # it: a row whose key differs from its evidence key is still found).
     row_id: str | None = None
+    # The tenant of that row (its access metadata; "" for a row without one): which
+    # tenant's copy of the evidence key it is, for the audit record.
+    row_tenant: str = ""
 
     def __post_init__(self) -> None:
         if self.original_rank < 1:

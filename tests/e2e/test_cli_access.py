@@ -73,6 +73,13 @@ def test_two_tenants_through_the_cli(tmp_path: Path) -> None:
     assert listed.returncode == 0, listed.stderr
     items = json.loads(listed.stdout)["items"]
     assert [(i["principal_tenant"], i["principal_user"]) for i in items] == [("acme", "alice")]
+    shown = _run(env, tmp_path, "audit", "show", items[0]["id"], "--json")
+    evidence = json.loads(shown.stdout)["evidence"]
+    assert evidence
+    assert {e["row_tenant"] for e in evidence} == {"acme"}  # which tenant's copy was shown
+    table = _run(env, tmp_path, "audit", "show", items[0]["id"])
+    assert table.returncode == 0, table.stderr
+    assert "row tenant" in table.stdout
     stats = _run(env, tmp_path, "audit", "stats", "--tenant", "globex", "--json")
     assert json.loads(stats.stdout)["count"] == 0
 

@@ -43,6 +43,7 @@ class FakeSessionEvidence(SessionEvidenceReader):
         *,
         keep_text: bool = True,
         tenant: str | None = None,
+        row_tenant: str | None = None,
     ) -> None:
         seq = 1 + sum(1 for s, _ in self.blocks if s == session_id)
         block = ShownBlock(
@@ -55,6 +56,7 @@ class FakeSessionEvidence(SessionEvidenceReader):
             content_hash=digest(text),
             shown_text=text if keep_text else None,
             principal_tenant=tenant,
+            row_tenant=row_tenant,
         )
         self.blocks.append((session_id, block))
 

@@ -114,6 +114,7 @@ class SqlSessionEvidence(SessionEvidenceReader):
                 E.c.rank,
                 E.c.content_hash,
                 E.c.shown_text,
+                E.c.row_tenant,
                 T.c.seq,
                 T.c.step_id,
                 T.c.started_at,
@@ -142,6 +143,7 @@ class SqlSessionEvidence(SessionEvidenceReader):
                     content_hash=m["content_hash"],
                     shown_text=m["shown_text"],
                     principal_tenant=m["principal_tenant"],
+                    row_tenant=m["row_tenant"],
                 )
             )
         return {k: tuple(v) for k, v in found.items()}

@@ -158,6 +158,9 @@ class EvidenceRow(Base):
     # The exact text the agent received (revision 0002); NULL when only the hash is kept
     # (audit.keep-shown-text false) and in rows written before 0002.
     shown_text: Mapped[str | None] = mapped_column(Text)
+    # The tenant of the stored row the block came from (revision 0005): '' for a row
+    # without a tenant, NULL in rows written before 0005 (not recorded).
+    row_tenant: Mapped[str | None] = mapped_column(String(MAX_ID_CHARS))
 
     invocation: Mapped[ToolInvocationRow] = relationship(back_populates="evidence")
 

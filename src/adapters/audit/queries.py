@@ -106,6 +106,7 @@ _EVIDENCE_COLUMNS = (
     E.c.in_context_pack,
     E.c.content_hash,
     E.c.shown_text,
+    E.c.row_tenant,
 )
 
 
@@ -187,6 +188,7 @@ def _evidence(m: RowMapping) -> EvidenceView:
         in_context_pack=bool(m["in_context_pack"]),
         content_hash=m["content_hash"],
         shown_text=m["shown_text"],
+        row_tenant=m["row_tenant"],
     )
 
 

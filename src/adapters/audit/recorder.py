@@ -157,6 +157,7 @@ def evidence_rows(invocation: ToolInvocation) -> list[dict[str, Any]]:
             "in_context_pack": bool(e.in_context_pack),
             "content_hash": e.content_hash,
             "shown_text": e.shown_text,
+            "row_tenant": e.row_tenant,
         }
         for e in invocation.evidence
     ]

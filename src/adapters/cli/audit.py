@@ -133,13 +133,15 @@ def _show_invocation(detail: InvocationDetail) -> None:
     if detail.error_message:
         out.print(f"[red]error[/] {literal(s.error_code or '-')}: {literal(detail.error_message)}")
     table = Table(title="Evidence returned")
-    for column in ("rank", "document_id", "source", "before", "after", "projected", "packed"):
+    columns = ("rank", "document_id", "row tenant", "source", "before", "after", "projected")
+    for column in (*columns, "packed"):
         table.add_column(column, overflow="fold")
     for e in detail.evidence:
         add_row(
             table,
             str(e.rank),
             e.document_id,
+            _row_tenant(e.row_tenant),
             e.source,
             f"{e.score_before:.3f}",
             f"{e.score_after:.3f}",
@@ -147,6 +149,14 @@ def _show_invocation(detail: InvocationDetail) -> None:
             "yes" if e.in_context_pack else "no",
         )
     out.print(table)
+
+
+def _row_tenant(row_tenant: str | None) -> str:
+    """Whose copy of the document_id was shown: the tenant, "(none)" for a row without a
+    tenant, "?" when not recorded (records written before audit revision 0005)."""
+    if row_tenant is None:
+        return "?"
+    return row_tenant or "(none)"
 
 
 @audit_app.command("verify")

@@ -33,10 +33,12 @@ from lookup_knowledge.adapters.http.rest import time_range
 from lookup_knowledge.adapters.http.schemas import EvidenceOut, InvocationDetailOut
 from lookup_knowledge.application.ports import (
     AuditQueries,
+    InvocationDetail,
     InvocationFilter,
     InvocationSummary,
     SessionFilter,
     TimeRange,
+    reread_tenants,
 )
 from lookup_knowledge.application.tool import MAX_ID_CHARS
 from lookup_knowledge.domain.errors import InvalidInputError, LookupKnowledgeError, NotFoundError
@@ -249,19 +251,12 @@ def console_router(lookup_app: LookupApp, guard: TokenGuard) -> APIRouter:
             shown_chars = {
                 str(e.get("document_id")): e.get("chars") for e in _dicts(details.get("evidence"))
             }
-            # The rows of the tenant the lookup was made for, then the untenanted ones
-            # (a public document without a tenant) for ids that tenant does not hold.
-            ids = [e.document_id for e in detail.evidence]
-            tenant = detail.summary.principal_tenant
-            current = lookup_app.evidence_text(ids, tenant=tenant)
-            absent = [d for d in ids if d not in current]
-            if tenant and absent:
-                current |= lookup_app.evidence_text(absent)
+            current = _current_texts(lookup_app, detail)
             blocks = []
             for e in detail.evidence:
                 chars = shown_chars.get(e.document_id)
                 shown = recover_shown_text(
-                    current.get(e.document_id),
+                    current.get(e.rank),
                     e.content_hash,
                     chars if isinstance(chars, int) else None,
                 )
@@ -387,6 +382,27 @@ def _when(name: str, value: str | None) -> datetime | None:
         raise InvalidInputError(
             f"{name} must be an ISO date or datetime, got {value[:40]!r}"
         ) from None
+
+
+def _current_texts(lookup_app: LookupApp, detail: InvocationDetail) -> dict[int, str]:
+    """The knowledge base's current text of each shown block, by rank: from the row the
+    block was recorded to come from (its ``row_tenant``); for a record written before
+    audit revision 0005 from the rows of the tenant the lookup was made for, else the
+    untenanted ones (a public document without a tenant)."""
+    principal = detail.summary.principal_tenant
+    order = {e.rank: reread_tenants(e.row_tenant, principal) for e in detail.evidence}
+    wanted: dict[str | None, list[str]] = {}
+    for e in detail.evidence:
+        for tenant in order[e.rank]:
+            wanted.setdefault(tenant, []).append(e.document_id)
+    texts = {t: lookup_app.evidence_text(ids, tenant=t) for t, ids in wanted.items()}
+    current: dict[int, str] = {}
+    for e in detail.evidence:
+        for tenant in order[e.rank]:
+            if e.document_id in texts[tenant]:
+                current[e.rank] = texts[tenant][e.document_id]
+                break
+    return current
 
 
 def _dicts(value: Any) -> list[dict[str, Any]]:

@@ -174,6 +174,11 @@ class EvidenceOut(BaseModel):
     projected: bool
     in_context_pack: bool
     content_hash: str = Field(description="SHA-256 of the exact text shown.")
+    row_tenant: str | None = Field(
+        default=None,
+        description="Tenant of the stored row the block came from; '' a row without a "
+        "tenant; null: not recorded (records written before audit revision 0005).",
+    )
 
     @classmethod
     def of(cls, e: EvidenceView) -> EvidenceOut:
@@ -189,6 +194,7 @@ class EvidenceOut(BaseModel):
             projected=e.projected,
             in_context_pack=e.in_context_pack,
             content_hash=e.content_hash,
+            row_tenant=e.row_tenant,
         )
 
 

@@ -1,7 +1,8 @@
 """The audit side of a lookup: the ``ToolInvocation`` the store keeps, and recording it.
 
 The record holds every block the agent was shown (in ``evidenceBlocks``, in the context
-pack, or both) with the hash of the exact text shown, and compact ``retrieval_details``
+pack, or both) with the hash of the exact text shown and the tenant of the row it came
+from (``""``: a row without a tenant), and compact ``retrieval_details``
 (evidence summaries, context-pack summary, both traces). Recording never fails the
 lookup: a recorder that cannot write spools; one that cannot even spool is logged.
 """
@@ -108,6 +109,7 @@ def _shown_evidence(out: StageOutputs) -> tuple[EvidenceRecord, ...]:
                 in_context_pack=key in pack_keys,
                 content_hash=hashlib.sha256(shown.encode("utf-8")).hexdigest(),
                 shown_text=shown,
+                row_tenant=item.candidate.row_tenant,
             )
         )
     return tuple(evidence)

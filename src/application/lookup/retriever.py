@@ -384,6 +384,7 @@ class Retriever:
             hit_reasons=tuple(dict.fromkeys(reasons)),
             metadata=meta,
             row_id=hit.id,
+            row_tenant=hit.access.tenant,
         )
 
 

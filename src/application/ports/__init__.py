@@ -34,6 +34,7 @@ from lookup_knowledge.application.ports.answer_check import (
     SessionEvidenceReader,
     ShownBlock,
     WordStemmer,
+    reread_tenants,
     summary_of,
 )
 from lookup_knowledge.application.ports.audit import (
@@ -193,6 +194,7 @@ __all__ = [
     "normalise_cited",
     "parse_invocation_id",
     "printable",
+    "reread_tenants",
     "shown_doc_key",
     "summary_of",
     "validate_doc_id",

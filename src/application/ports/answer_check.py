@@ -44,6 +44,22 @@ class ShownBlock:
     #: The principal tenant of the invocation that showed it (None: no principal). A
     #: tenant's rows are stored under its own keys, so re-reading the block needs it.
     principal_tenant: str | None = None
+    #: The tenant of the stored row it came from (``EvidenceRecord.row_tenant``): ``""``
+    #: for a row without a tenant, None when not recorded (before audit revision 0005).
+    row_tenant: str | None = None
+
+    def reread_tenants(self) -> tuple[str | None, ...]:
+        """Whose rows to re-read this block from (``reread_tenants``)."""
+        return reread_tenants(self.row_tenant, self.principal_tenant)
+
+
+def reread_tenants(row_tenant: str | None, principal_tenant: str | None) -> tuple[str | None, ...]:
+    """Whose rows hold a shown block's text now, in the order to try (None: the rows
+    without a tenant): the recorded row's tenant, exactly; for a record without it
+    (before audit revision 0005) the principal tenant's rows, then the untenanted ones."""
+    if row_tenant is not None:
+        return (row_tenant or None,)
+    return tuple(dict.fromkeys((principal_tenant or None, None)))
 
 
 class SessionEvidenceReader(ABC):

@@ -30,7 +30,7 @@ from lookup_knowledge.application.tool import (
     TOOL_NAME,
     unstorable_text,
 )
-from lookup_knowledge.domain.access import AccessMode
+from lookup_knowledge.domain.access import AccessMode, validate_access_name
 from lookup_knowledge.domain.errors import AuditError, InvalidInputError
 from lookup_knowledge.domain.model import InvocationStatus, SearchMode, Traffic
 
@@ -72,6 +72,11 @@ class EvidenceRecord:
     # The exact text the agent received for this block (its hash is ``content_hash``);
     # None when the store keeps only the hash (``audit.keep-shown-text`` false).
     shown_text: str | None = None
+    #: The tenant of the stored row the block came from (its ``DocumentAccess.tenant``;
+    #: the row's key is ``storage_key(row_tenant, document_id)``): ``""`` for a row
+    #: without a tenant, None when not recorded (records written before audit revision
+    #: 0005): readers then try the invocation's principal tenant and the untenanted rows.
+    row_tenant: str | None = None
 
 
 RETRIEVAL_DETAILS_VERSION = 1
@@ -251,7 +256,7 @@ def validate_invocation(invocation: ToolInvocation) -> None:
         ranks.add(item.rank)
         problem = evidence_problem(
             item.document_id, item.doc_id, item.chunk_index, item.category, item.source
-        )
+        ) or row_tenant_problem(item.row_tenant)
         if problem is not None:
             fail(problem)
 
@@ -285,6 +290,18 @@ def evidence_problem(
             return f"evidence {name} {why}"
     if chunk_index is not None and not _is_count(chunk_index):
         return f"evidence chunk_index {chunk_index!r} is not a whole number in 0..{MAX_INT}"
+    return None
+
+
+def row_tenant_problem(row_tenant: object) -> str | None:
+    """Why ``row_tenant`` is not an evidence row's tenant, or None: None (not recorded),
+    ``""`` (a row without a tenant) or a tenant name as ``DocumentAccess`` accepts it."""
+    if row_tenant is None or row_tenant == "":
+        return None
+    try:
+        validate_access_name(row_tenant, "evidence row_tenant")
+    except InvalidInputError as error:
+        return error.message
     return None
 
 

@@ -279,7 +279,8 @@ def test_an_audit_store_written_before_0002_still_verifies_and_checks(
             "access_mode",
             "access_filter",
         }
-        old_evidence = {c.name for c in invocation_evidence.columns} - {"shown_text"}
+        # shown_text came in 0002, row_tenant in 0005 (NULL in the old rows).
+        old_evidence = {c.name for c in invocation_evidence.columns} - {"shown_text", "row_tenant"}
         with old.begin() as conn:
             # Only the 0001 columns: the INSERT names no shown_text column.
             conn.execute(

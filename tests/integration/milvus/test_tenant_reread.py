@@ -2,7 +2,8 @@
 are stored under ``storage_key(tenant, document_id)`` while the audit record, the agent
 and the auditor see the bare ``document_id``. With ``audit.keep-shown-text`` false the
 answer checker re-reads the shown blocks from the store, and the console shows their
-current text: both must read the rows of the tenant the lookup was made for."""
+current text: both must read the row each block came from (``row_tenant`` in the
+record): the tenant's own, an untenanted public one, or another tenant's public row."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from fastapi.testclient import TestClient
 from lookup_knowledge import create_app
 from lookup_knowledge.adapters.api import LookupApp
 from lookup_knowledge.adapters.http import create_http_app
+from lookup_knowledge.application.ports import InvocationFilter
 from lookup_knowledge.domain.access import Principal
 from lookup_knowledge.domain.answer_check import Verdict
 
@@ -21,6 +23,7 @@ ACME = Principal("acme", "alice")
 GLOBEX = Principal("globex", "bob")
 DNS = "kb/network/dns.md#chunk-0"
 HANDBOOK = "kb-public/handbook.md#chunk-0"
+SHARED = "kb-shared/forwarders.md#chunk-0"  # initech's, public: under initech's key
 TEXT = {
     "acme": "Internal zones resolve through the acme resolver at 10.1.1.53 (acme-marker).",
     "globex": "Internal zones resolve through the globex resolver at 10.2.2.53 (globex-marker).",
@@ -51,6 +54,14 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LookupApp]:
         "# Handbook\n\nThe resolver answers for every zone (public-marker).\n", encoding="utf-8"
     )
     app.ingest([public], public=True)  # public, without a tenant: a bare storage key
+    shared = root / "src" / "initech" / "kb-shared"
+    shared.mkdir(parents=True)
+    (shared / "forwarders.md").write_text(
+        "# Forwarders\n\nThe internal zones resolver forwards to 192.0.2.53 (initech-marker).\n",
+        encoding="utf-8",
+    )
+    report = app.ingest([shared], tenant="initech", public=True)  # another tenant's, public
+    assert not report.failures, report.failures
     app.seal_knowledge_store()
     yield app
     app.close()
@@ -104,6 +115,31 @@ def test_the_answer_check_does_not_take_the_other_tenants_text(app: LookupApp) -
     assert claim.signals["missing"] == ["10.2.2.53"], claim.signals
 
 
+@pytest.mark.parametrize("principal", [ACME, None], ids=lambda p: p.tenant if p else "nobody")
+def test_another_tenants_public_row_is_reread_from_its_own_key(
+    app: LookupApp, principal: Principal | None
+) -> None:
+    # Neither acme's keys nor the untenanted ones hold initech's row: only the row
+    # tenant in the record says where the block came from.
+    session = f"shared-{principal.tenant if principal else 'nobody'}"
+    result = app.lookup("internal zones resolver", session_id=session, principal=principal)
+    shown = {b["document_id"]: b["content"] for b in result["evidenceBlocks"]}
+    assert "initech-marker" in shown[SHARED]
+    app.flush()
+    (claim,) = app.check_answer(
+        session, f'The internal zones resolver "forwards to 192.0.2.53" [{SHARED}].'
+    ).claims
+    assert claim.verdict is Verdict.SUPPORTED, claim.reasons
+    assert claim.support is not None
+    assert claim.support.document_id == SHARED
+    (record,) = app.audit.list_invocations(InvocationFilter(session_id=session)).items
+    rows = {e.document_id: e.row_tenant for e in app.audit.get_invocation(record.id).evidence}
+    assert rows[SHARED] == "initech"
+    assert rows[HANDBOOK] == ""
+    if principal is not None:
+        assert rows[DNS] == principal.tenant
+
+
 def test_evidence_text_reads_the_given_tenants_rows(app: LookupApp) -> None:
     ids = [DNS, HANDBOOK, "kb/none.md#chunk-0"]
     for tenant, text in TEXT.items():
@@ -119,9 +155,12 @@ def test_the_console_shows_the_tenants_current_text(app: LookupApp) -> None:
     result = app.lookup("internal zones resolver", session_id="console-acme", principal=ACME)
     app.flush()
     blocks = {b["document_id"] for b in result["evidenceBlocks"]}
-    assert {DNS, HANDBOOK} <= blocks
+    assert {DNS, HANDBOOK, SHARED} <= blocks
     page = TestClient(create_http_app(app)).get(f"/invocations/{result['invocationId']}").text
     assert page.count("exactly as shown (matches the recorded hash)") == len(blocks)
     assert "no longer holds this chunk" not in page
     assert "acme-marker" in page
+    assert "initech-marker" in page  # another tenant's public row, read by its own key
     assert "globex-marker" not in page
+    assert '<dd class="row-tenant">initech</dd>' in page
+    assert '<dd class="row-tenant">none (untenanted row)</dd>' in page

@@ -148,6 +148,28 @@ def test_off_records_the_principal_but_no_filter() -> None:
     assert fx.records[0].access_filter is None
 
 
+def test_each_shown_block_records_the_tenant_of_its_row() -> None:
+    # enforced: acme's own row and a public row without a tenant; off without a
+    # principal: every tenant's rows, each named ("" for a row without a tenant).
+    enforced = make_lookup(FakeSearch(rows()), config=ENFORCED)  # type: ignore[arg-type]
+    enforced.lookup.execute("anything", session_id="s", options=LookupOptions(principal=ACME))
+    assert {e.document_id: e.row_tenant for e in enforced.records[0].evidence} == {
+        "kb/a.md#chunk-0": "acme",
+        "kb/c.md#chunk-0": "",
+    }
+    for late in (False, True):
+        config = LookupConfig(retrieval=RetrievalSettings(return_n=10), late_materialisation=late)
+        off = make_lookup(FakeSearch(rows()), config=config)  # type: ignore[arg-type]
+        off.lookup.execute("anything", session_id="t")
+        assert {e.document_id: e.row_tenant for e in off.records[0].evidence} == {
+            "kb/a.md#chunk-0": "acme",
+            "kb/b.md#chunk-0": "globex",
+            "kb/c.md#chunk-0": "",
+            "kb/d.md#chunk-0": "acme",
+            "kb/e.md#chunk-0": "",
+        }
+
+
 # ----------------------------------------------------------------------------- verify
 
 
@@ -283,6 +305,7 @@ def test_no_result_ever_contains_a_chunk_the_principal_may_not_see(
     for record in fx.records:
         for evidence in record.evidence:
             assert can_see(principal, access_of[evidence.document_id], AccessMode.ENFORCED)
+            assert evidence.row_tenant == access_of[evidence.document_id].tenant
 
 
 def test_current_chunk_text_reads_the_given_tenants_rows_by_document_id() -> None:

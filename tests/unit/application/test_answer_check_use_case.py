@@ -210,6 +210,61 @@ def test_a_tenants_block_its_tenant_changed_is_changed_not_the_other_tenants_tex
     assert claim.reasons == ("db#chunk-0: evidence changed since shown",)
 
 
+def test_a_block_with_its_row_tenant_is_reread_from_that_row_only(clock: FakeClock) -> None:
+    # acme was shown globex's (public) copy, a lookup without a principal acme's copy
+    # (access off): the principal tenant cannot find them, the recorded row tenant can.
+    shown = FakeSessionEvidence()
+    shown.show(
+        "s-1",
+        "db#chunk-0",
+        GLOBEX_POOL,
+        clock.now(),
+        keep_text=False,
+        tenant="acme",
+        row_tenant="globex",
+    )
+    shown.show("s-2", "db#chunk-0", ACME_POOL, clock.now(), keep_text=False, row_tenant="acme")
+    for session, tenant, words in (("s-1", "globex", "40"), ("s-2", "acme", "30")):
+        current = _tenant_rows()
+        (claim,) = (
+            checker(shown, clock, chunk_text=current)
+            .execute(session, f"PgBouncer keeps {words} server connections per pool [db#chunk-0].")
+            .claims
+        )
+        assert claim.verdict is Verdict.SUPPORTED, claim.reasons
+        assert current.tenants == [tenant]  # exactly the recorded row, nothing else
+
+
+def test_a_block_from_an_untenanted_row_is_reread_from_it_only(clock: FakeClock) -> None:
+    shown = FakeSessionEvidence()
+    shown.show(
+        "s-1", "db#chunk-0", POOL, clock.now(), keep_text=False, tenant="acme", row_tenant=""
+    )
+    current = _tenant_rows()
+    (claim,) = (
+        checker(shown, clock, chunk_text=current)
+        .execute("s-1", "PgBouncer keeps 20 server connections per pool [db#chunk-0].")
+        .claims
+    )
+    assert claim.verdict is Verdict.SUPPORTED, claim.reasons
+    assert current.tenants == [None]
+
+
+def test_a_recorded_row_that_changed_is_changed_not_another_copys_text(clock: FakeClock) -> None:
+    # The untenanted copy still has the shown text, but the block came from acme's row.
+    shown = FakeSessionEvidence()
+    shown.show(
+        "s-1", "db#chunk-0", POOL, clock.now(), keep_text=False, tenant="acme", row_tenant="acme"
+    )
+    (claim,) = (
+        checker(shown, clock, chunk_text=_tenant_rows())
+        .execute("s-1", "PgBouncer keeps 20 server connections per pool [db#chunk-0].")
+        .claims
+    )
+    assert claim.verdict is Verdict.UNSUPPORTED
+    assert claim.reasons == ("db#chunk-0: evidence changed since shown",)
+
+
 def test_hash_only_evidence_without_a_knowledge_store_is_reported(clock: FakeClock) -> None:
     shown = FakeSessionEvidence()
     shown.show("s-1", "db#chunk-0", POOL, clock.now(), keep_text=False)
