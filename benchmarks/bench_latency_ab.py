@@ -86,6 +86,9 @@ def eval_command(
         *("--embedder", args.embedder, "--data-dir", str(data), "--out", str(out)),
         *("--return-n", str(return_n), "--retrieve-k", str(retrieve_k), "--chart", "none"),
     ]
+    if repo.resolve() == args.new.resolve():
+        for setting in args.new_set:
+            cmd += ["--set", setting]
     if not ingest:
         cmd += ["--skip-ingest", "--collection", args.collection]
         if args.limit_queries:
@@ -211,6 +214,13 @@ def main() -> None:
     parser.add_argument("--split", default="train")
     parser.add_argument("--embedder", default="onnx-minilm")
     parser.add_argument("--collection", default="eval_scifact_onnx_minilm")
+    parser.add_argument(
+        "--new-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting for checkout B's runs only (repeatable), e.g. to match A's",
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--depths", default="eval,agent", help="comma-separated: eval, agent")
     parser.add_argument("--ingest", action="store_true", help="ingest each checkout first")
