@@ -152,6 +152,18 @@ def _key(hit: Any) -> str | None:
     return str(key) if key is not None else None
 
 
+def _flat(hit: Any) -> dict[str, Any]:
+    """A pymilvus ``Hit`` (``{pk, "distance", "entity": {...}}``) as one plain dict of its
+    key, distance and fields, the shape the Lite full-text index returns. Read once: a
+    ``Hit`` looks an entity field up by raising ``KeyError`` on the outer dict first
+    (~4 us a field; a search at the eval depth reads ~13 fields of 50 hits)."""
+    row = dict(dict.get(hit, "entity") or {})
+    for name, value in dict.items(hit):
+        if name != "entity":
+            row[name] = value
+    return row
+
+
 def _doc_of(item: _Scored) -> object:
     return item.row.get(DOC_ID)
 
@@ -513,7 +525,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
             **self._read,
             **grouping,
         )
-        return list(result[0]) if result else []
+        return [_flat(hit) for hit in result[0]] if result else []
 
     def _hybrid(
         self,

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -172,7 +172,10 @@ MAX_GLOSS_TERMS = 64
 LANGUAGES: dict[str, frozenset[str]] = {"english": ENGLISH_STOP_WORDS}
 
 
+@cache
 def _major_minor(package: str) -> str:
+    """``major.minor`` of an installed package, read once per process (``version()``
+    parses the package's metadata file: ~1.5 ms, and the fingerprint is read per lookup)."""
     try:
         parts = version(package).split(".")
     except PackageNotFoundError:  # pragma: no cover - both are dependencies

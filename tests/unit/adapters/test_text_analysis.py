@@ -75,3 +75,28 @@ def test_every_term_survives_a_word_tokenizer_unchanged(text: str) -> None:
 def test_analysis_is_deterministic_and_analyse_joins_terms(text: str) -> None:
     assert ANALYZER.terms(text) == ANALYZER.terms(text)
     assert ANALYZER.analyse(text).split() == ANALYZER.terms(text)
+
+
+def test_the_fingerprint_reads_package_versions_once_per_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fingerprint is in every lookup's trace; reading a package's version parses
+    its metadata file (milliseconds), so it is read once, not per lookup."""
+    from lookup_knowledge.adapters.text import analysis
+
+    calls: list[str] = []
+
+    def counting_version(package: str) -> str:
+        calls.append(package)
+        return "9.8.7"
+
+    monkeypatch.setattr(analysis, "version", counting_version)
+    analysis._major_minor.cache_clear()
+    try:
+        analyzer = SnowballJiebaAnalyzer()
+        prints = {analyzer.fingerprint for _ in range(5)}
+        assert len(prints) == 1
+        assert "@9.8" in prints.pop()
+        assert len(calls) == len(set(calls)) == 2
+    finally:
+        analysis._major_minor.cache_clear()
