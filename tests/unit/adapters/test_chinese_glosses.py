@@ -7,7 +7,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lookup_knowledge.adapters.text import SnowballJiebaAnalyzer
-from lookup_knowledge.adapters.text.glosses import ChineseGlosses, dictionary_path, parse
+from lookup_knowledge.adapters.text.glosses import (
+    MAX_SENSES,
+    ChineseGlosses,
+    dictionary_path,
+    parse,
+)
 from lookup_knowledge.domain.errors import ConfigurationError
 
 LINES = [
@@ -103,3 +108,19 @@ def test_a_long_chinese_query_gets_a_bounded_number_of_gloss_terms() -> None:
     query = "数据库服务器日志磁盘证书账户删除保留发布回滚工程师事故等级定义交接班" * 20
     terms = analyzer.query_terms(query)
     assert 0 < len(terms) - len(analyzer.terms(query)) <= MAX_GLOSS_TERMS
+
+
+def test_the_lazy_dictionary_gives_every_word_the_senses_the_full_parse_gives() -> None:
+    """The bundled dictionary is read as lines plus an index of their words, and a word's
+    senses are parsed on look-up; for every word of the real dictionary that is the same
+    senses, in the same order, as parsing every line, and nothing for any other word."""
+    full = parse()
+    lazy = ChineseGlosses()
+    assert all(lazy.senses(word, MAX_SENSES) == senses for word, senses in full.items())
+    assert lazy.senses("没有这个词", 3) == ()
+    assert lazy.senses("数据库", 1) == full["数据库"][:1]
+    indexed = lazy._index
+    assert indexed is not None
+    others = [word for word in indexed._index if word not in full]
+    assert others  # one-sense-less and proper-name lines are indexed but give nothing
+    assert all(lazy.senses(word, MAX_SENSES) == () for word in others)
