@@ -129,8 +129,11 @@ class _LineIndex:
     def get(self, word: str) -> tuple[str, ...]:
         found = self._senses.get(word)
         if found is None:
+            numbers = self._index.get(word)
+            if numbers is None:
+                return ()  # not cached: the cache holds dictionary words only (bounded)
             kept: list[str] = []
-            for number in self._index.get(word, ()):
+            for number in numbers:
                 entry = _entry(self._lines[number])
                 if entry is not None and word in entry[0]:
                     _keep(kept, entry[1])

@@ -121,6 +121,7 @@ def test_the_lazy_dictionary_gives_every_word_the_senses_the_full_parse_gives() 
     assert lazy.senses("数据库", 1) == full["数据库"][:1]
     indexed = lazy._index
     assert indexed is not None
+    assert "没有这个词" not in indexed._senses  # a word outside the dictionary is not cached
     others = [word for word in indexed._index if word not in full]
     assert others  # one-sense-less and proper-name lines are indexed but give nothing
     assert all(lazy.senses(word, MAX_SENSES) == () for word in others)
