@@ -91,6 +91,7 @@ from lookup_knowledge.application.tool import (
 )
 from lookup_knowledge.domain.access import Principal
 from lookup_knowledge.domain.errors import ConfigurationError, LookupKnowledgeError
+from lookup_knowledge.domain.projection import expand_agent_blocks
 
 __all__ = [
     "CONVERSATION_META_KEY",
@@ -216,10 +217,9 @@ def _tool_result(payload: dict[str, Any], *, is_error: bool = False) -> CallTool
     ``outputSchema``); the text block is a short reading of it (the message and the
     citable ids), not a second copy of the excerpts."""
     lines = [str(payload.get("message", ""))]
-    lines += [
-        f"- {b['document_id']} ({b.get('title') or b.get('source') or ''})"
-        for b in payload.get("evidenceBlocks", [])
-    ]
+    for block in expand_agent_blocks(payload.get("evidenceBlocks", [])):
+        where = block.get("title") or block.get("breadcrumb") or block.get("source")
+        lines.append(f"- {block['document_id']}" + (f" ({where})" if where else ""))
     if payload.get("evidenceBlocks"):
         lines.append("The excerpts are in the structured result (evidenceBlocks[].content).")
     return CallToolResult(

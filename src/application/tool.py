@@ -47,7 +47,8 @@ def unstorable_text(value: str, max_chars: int | None = None) -> str | None:
 
 TOOL_DESCRIPTION = (
     "Search the knowledge base for evidence. Returns evidence blocks, each with a "
-    "document_id, source, title, breadcrumb and an excerpt, plus a packed context. "
+    "document_id, an excerpt (content) and where it is from (source, title, breadcrumb; "
+    "a block naming none of these is from where the previous block of its document is). "
     "Cite only document_id values returned by this tool in this conversation. "
     "If found is false, say that no evidence was found instead of answering from memory."
 )

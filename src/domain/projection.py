@@ -60,17 +60,19 @@ class ProjectedBlock:
         }
 
     def as_agent_json(self, mode: str = "") -> dict[str, object]:
-        """The block as the ``agent`` payload profile shows it: what to read and cite, each
-        fact once. ``rank`` is the block's position in ``evidenceBlocks`` (not repeated);
-        ``source`` is left out when ``document_id`` already spells it (``<source-name>/
-        <source>#chunk-N``); the ``breadcrumb`` leaves out the headings the content opens
-        with (``agent_breadcrumb``), and ``title`` is left out when the breadcrumb starts
-        with it (a breadcrumb that is the title alone is sent as ``title``); empty fields
-        are left out, and
-        ``hitReasons`` appear only when they say more than the search ``mode`` that found
-        every block."""
+        """The block alone as the ``agent`` payload profile shows it: what to read and
+        cite, each fact once. ``rank`` is the block's position in ``evidenceBlocks`` (not
+        repeated); ``source`` is left out when ``document_id`` already spells it
+        (``<source-name>/<source>#chunk-N``) or when it is only a name in front of the
+        document id (``scifact/4983`` for ``4983#chunk-0``: ``source_spelled``); the
+        ``breadcrumb`` leaves out the headings the content opens with
+        (``agent_breadcrumb``), and ``title`` is left out when the breadcrumb starts with
+        it (a breadcrumb that is the title alone is sent as ``title``); empty fields are
+        left out, and ``hitReasons`` appear only when they say more than the search
+        ``mode`` that found every block. ``agent_blocks`` then says a document's
+        provenance once for a run of its blocks."""
         block: dict[str, object] = {"document_id": self.document_id}
-        if self.source and self.source not in self.document_id:
+        if self.source and not source_spelled(self.source, self.document_id):
             block["source"] = self.source
         breadcrumb = agent_breadcrumb(self.breadcrumb, self.content)
         if self.title and not breadcrumb.startswith(self.title):
@@ -84,6 +86,74 @@ class ProjectedBlock:
         if reasons:
             block["hitReasons"] = reasons
         return block
+
+
+#: The fields of an agent block that say where its excerpt comes from.
+PROVENANCE = ("source", "title", "breadcrumb")
+
+
+def document_of(document_id: str) -> str | None:
+    """The document a chunk-scoped evidence key belongs to (``docId#chunk-N`` ->
+    ``docId``); None for a ``vector:``/``rank:`` key, which names no document."""
+    doc, sep, index = document_id.rpartition("#chunk-")
+    return doc if sep and doc and index.isascii() and index.isdigit() else None
+
+
+def source_spelled(source: str, document_id: str) -> bool:
+    """Whether ``document_id`` already says ``source``: it contains it (a file's id is
+    ``<source-name>/<relative path>``), or ``source`` is only a bare name (no ``/`` or
+    ``:``, so no path, host or scheme is lost) in front of the document id, as a BEIR
+    corpus's ``<dataset>/<_id>``."""
+    if source in document_id:
+        return True
+    doc = document_of(document_id)
+    if doc is None or not source.endswith("/" + doc):
+        return False
+    name = source[: -len(doc) - 1]
+    return bool(name) and "/" not in name and ":" not in name
+
+
+def agent_blocks(blocks: Sequence[ProjectedBlock], mode: str = "") -> list[dict[str, object]]:
+    """The blocks as the ``agent`` profile sends them (``as_agent_json``), with each
+    document's provenance said once: a block whose ``source``, ``title`` and
+    ``breadcrumb`` are all those of the nearest earlier block of the same document
+    names none of them (it has that block's). A block with no provenance of its own
+    after one of its document that has some says ``"title": ""``, so that reading rule
+    never gives it another block's. ``expand_agent_blocks`` is the reading rule."""
+    out: list[dict[str, object]] = []
+    said: dict[str, dict[str, object]] = {}
+    for projected in blocks:
+        block = projected.as_agent_json(mode)
+        label = {k: block[k] for k in PROVENANCE if k in block}
+        doc = document_of(projected.document_id)
+        if doc is not None:
+            previous = said.get(doc)
+            if previous is not None and previous == label:
+                block = {k: v for k, v in block.items() if k not in PROVENANCE}
+            elif previous and not label:
+                block = {"document_id": block.pop("document_id"), "title": "", **block}
+            said[doc] = label
+        out.append(block)
+    return out
+
+
+def expand_agent_blocks(blocks: Sequence[dict[str, object]]) -> list[dict[str, object]]:
+    """``agent_blocks`` read back: each block with the provenance it stands for (its own,
+    or that of the nearest earlier block of its document when it names none; empty
+    fields dropped), as ``as_agent_json`` gives it for the block alone."""
+    out: list[dict[str, object]] = []
+    said: dict[str, dict[str, object]] = {}
+    for block in blocks:
+        label = {k: block[k] for k in PROVENANCE if k in block}
+        doc = document_of(str(block["document_id"]))
+        if doc is not None:
+            if not label:
+                label = said.get(doc, {})
+            said[doc] = label
+        rest = {k: v for k, v in block.items() if k not in PROVENANCE and k != "document_id"}
+        shown = {k: v for k, v in label.items() if v != ""}
+        out.append({"document_id": block["document_id"], **shown, **rest})
+    return out
 
 
 BREADCRUMB_SEPARATOR = " > "

@@ -35,6 +35,7 @@ from lookup_knowledge.application.tool import (
     TOOL_DESCRIPTION,
     TOOL_NAME,
 )
+from lookup_knowledge.domain.projection import expand_agent_blocks
 from tests.support.payload import assert_names_only_returned_blocks
 
 T = TypeVar("T")
@@ -110,6 +111,10 @@ def _payload(result: CallToolResult, *, is_error: bool = False) -> dict[str, Any
     for evidence in payload["evidenceBlocks"]:
         assert evidence["document_id"] in block.text
         assert evidence["content"] not in block.text
+    # Each id with where it is from, also for a block that leaves it to an earlier one.
+    for shown in expand_agent_blocks(payload["evidenceBlocks"]):
+        where = shown.get("title") or shown.get("breadcrumb") or shown.get("source")
+        assert f"- {shown['document_id']} ({where})" in block.text
     assert_names_only_returned_blocks(payload)
     return payload
 

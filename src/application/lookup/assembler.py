@@ -167,8 +167,5 @@ def _message(out: StageOutputs) -> str:
             "No evidence found in the knowledge base for this query. Do not answer "
             "from the knowledge base; say that no evidence was found or rephrase."
         )
-    docs = len({b.source or b.document_id for b in out.blocks})
-    return (
-        f"Found {len(out.blocks)} evidence block(s) from {docs} document(s). "
-        "Cite only the document_id values listed here."
-    )
+    # How many blocks and documents: the blocks say it (each fact once).
+    return "Cite only the document_id values listed here."

@@ -11,7 +11,7 @@ from lookup_knowledge.application.lookup.config import PayloadProfile
 from lookup_knowledge.application.ports import RecordOutcome
 from lookup_knowledge.domain.model import InvocationStatus
 from lookup_knowledge.domain.packing import ELLIPSIS, ContextPack
-from lookup_knowledge.domain.projection import ProjectedBlock
+from lookup_knowledge.domain.projection import ProjectedBlock, agent_blocks
 from lookup_knowledge.domain.quality import CompletenessHint, RelevanceLevel
 
 
@@ -47,9 +47,7 @@ class LookupResult:
         trace = self.retrieval_trace
         return {
             "found": self.found,
-            "evidenceBlocks": [
-                b.as_agent_json(str(trace.get("mode", ""))) for b in self.evidence_blocks
-            ],
+            "evidenceBlocks": agent_blocks(self.evidence_blocks, str(trace.get("mode", ""))),
             "contextPack": _agent_pack(self.context_pack, blocks),
             "retrievalTrace": _agent_trace(trace),
             "rerankTrace": _agent_rerank(self.rerank_trace, blocks),
@@ -86,14 +84,18 @@ _COUNTS = ("candidates", "afterCap", "returned", "projected")
 
 def _agent_trace(trace: Mapping[str, Any]) -> dict[str, Any]:
     """The retrieval trace the agent needs: the mode searched, the filter, the fallback
-    reason and the reason for another mode than configured when there was one (absent, not ``null``, otherwise), and the counts."""
+    reason and the reason for another mode than configured when there was one (absent,
+    not ``null``, otherwise), and the counts: candidates and after the per-document cap;
+    ``returned`` and ``projected`` only when projection showed fewer blocks than were
+    returned (otherwise both are the length of ``evidenceBlocks``)."""
     out: dict[str, Any] = {"mode": trace.get("mode")}
     for key in ("filterApplied", "fallbackReason", "modeReason"):
         if trace.get(key) is not None:
             out[key] = trace[key]
     counts = {k: v for k, v in trace.get("counts", {}).items() if k in _COUNTS}
-    if counts.get("projected") == counts.get("returned"):
-        counts.pop("projected", None)  # every returned block is shown: said once
+    if counts.get("projected", counts.get("returned")) == counts.get("returned"):
+        counts.pop("projected", None)  # every returned block is shown: the list says it
+        counts.pop("returned", None)
     out["counts"] = counts
     return out
 
@@ -120,17 +122,18 @@ def _agent_rerank(
 
 def _agent_pack(pack: ContextPack | None, blocks: Mapping[str, ProjectedBlock]) -> dict[str, Any]:
     """The context pack by reference: the packer packs the blocks' own excerpts, so the
-    text is in the blocks once and the pack says only its budget, what it used and, by
-    rank, the blocks it holds in part (``partial``: characters held; 0 = left out, with
-    the reason under ``omitted``). No ``partial``: every block is in the pack whole."""
+    text is in the blocks once and the pack says, by rank, only the blocks it holds in
+    part (``partial``: characters held; 0 = left out, with the reason under
+    ``omitted``). ``{}``: every block is in the pack whole. Its character budget and use
+    are in the ``full`` profile and the audit record."""
     if pack is None:
-        return {"charBudget": 0, "charsUsed": 0}
+        return {}
     held = {
         b.evidence_key: len(b.excerpt.removesuffix(ELLIPSIS))
         for b in pack.included
         if b.evidence_key in blocks
     }
-    out: dict[str, Any] = {"charBudget": pack.char_budget, "charsUsed": pack.chars_used}
+    out: dict[str, Any] = {}
     partial = {
         str(block.rank): held.get(key, 0)
         for key, block in blocks.items()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from lookup_knowledge.application.lookup import LookupConfig
 from lookup_knowledge.domain.model import SearchMode
-from lookup_knowledge.domain.projection import ProjectionBudgets
+from lookup_knowledge.domain.projection import ProjectionBudgets, expand_agent_blocks
 from lookup_knowledge.domain.settings import RetrievalSettings
 from tests.fakes import (
     FakeEmbedder,
@@ -57,7 +57,10 @@ def test_same_document_different_chunks_are_kept() -> None:
     search = FakeSearch([chunk("guide", 0, 0.9), chunk("guide", 1, 0.85)])
     out = blocks(search)
     assert [b["document_id"] for b in out] == ["guide#chunk-0", "guide#chunk-1"]
-    assert out[0].get("source") == out[1].get("source") == "guide.md"
+    # Both stand for the same source; the agent profile says it once per document.
+    shown = expand_agent_blocks(out)
+    assert shown[0].get("source") == shown[1].get("source") == "guide.md"
+    assert "source" not in out[1]
 
 
 def test_true_duplicate_keys_merge_without_replacing_higher_ranked_content() -> None:

@@ -45,8 +45,11 @@ def test_agent_payload_carries_each_excerpt_once() -> None:
     for block in agent["evidenceBlocks"]:
         assert text.count(block["content"]) == 1
     pack = agent["contextPack"]
-    # Every block is in the pack whole: the pack says its budget and use, nothing else.
-    assert set(pack) == {"charBudget", "charsUsed"}
+    # Every block is in the pack whole: the pack has nothing to say (its budget and use
+    # are in the full profile).
+    assert pack == {}
+    full = lookup().to_tool_json(PayloadProfile.FULL)["contextPack"]
+    assert {"charBudget", "charsUsed"} <= set(full)
 
 
 @pytest.mark.parametrize(("excerpt_chars", "budget"), [(100, 4000), (1200, 500), (60, 150)])
@@ -84,7 +87,9 @@ def test_agent_traces_are_compact_and_full_keeps_everything() -> None:
     agent, full = result.to_tool_json(), result.to_tool_json(PayloadProfile.FULL)
     # No filter and no fallback: those keys are absent, not null.
     assert set(agent["retrievalTrace"]) == {"mode", "counts"}
-    assert agent["retrievalTrace"]["counts"]["returned"] == 3
+    # Every returned block is shown: evidenceBlocks says how many, the counts do not.
+    assert set(agent["retrievalTrace"]["counts"]) == {"candidates", "afterCap"}
+    assert full["retrievalTrace"]["counts"]["returned"] == 3
     assert "passes" in full["retrievalTrace"]
     assert "timingsMs" in full["retrievalTrace"]
     assert len(full["rerankTrace"]) == len(ROWS)
@@ -111,7 +116,11 @@ def test_the_pack_holds_only_projected_blocks() -> None:
     result = lookup(config)
     assert result.context_pack is not None
     assert set(result.context_pack.included_keys) <= {b.document_id for b in result.evidence_blocks}
-    assert_names_only_returned_blocks(result.to_tool_json())
+    agent = result.to_tool_json()
+    assert_names_only_returned_blocks(agent)
+    # Fewer shown than returned: the counts say so (the list alone cannot).
+    assert agent["retrievalTrace"]["counts"]["returned"] == 3
+    assert agent["retrievalTrace"]["counts"]["projected"] == 2
 
 
 @settings(max_examples=60, deadline=None)
