@@ -5,7 +5,10 @@ For each query the lookup runs once; its result is serialised in both profiles
 bytes and tokens (the bundled MiniLM WordPiece tokenizer, a stand-in for an LLM's) of each
 profile, and the ratio of the payload's bytes to the bytes of the excerpt text it carries
 (the blocks' ``content``), for the lookups that returned 5 blocks. Target (issue 11):
-agent payload <= 1.3 x its excerpt bytes.
+agent payload <= 1.3 x its excerpt bytes. Beside it, the floor of any payload that names
+each block's id and provenance: the agent profile's ``evidenceBlocks`` with only
+``document_id``, ``source``/``title``/``breadcrumb`` and ``content`` (no score, no
+result fields), over the same excerpt bytes.
 
 Corpora: the bundled sample corpus with its demo questions, and SciFact (a corpus sample
 plus the judged documents of the first ``--scifact-queries`` train queries), each in a
@@ -36,6 +39,7 @@ from lookup_knowledge.sample_corpus import corpus_path
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "payload"
 SCIFACT = ROOT.parent / "shared" / "datasets" / "scifact"
+TARGET = 1.3
 
 
 def tokenizer() -> Tokenizer:
@@ -50,11 +54,20 @@ def compact(payload: dict[str, Any]) -> str:
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
 
 
+#: What a block must name to be cited and read in context (the seed: "keep
+#: source/title/breadcrumb visible").
+_NAMED = ("document_id", "source", "title", "breadcrumb", "content")
+
+
+def compact_list(blocks: list[dict[str, Any]]) -> str:
+    return json.dumps(blocks, ensure_ascii=False, separators=(",", ":"))
+
+
 def measure(app: LookupApp, queries: Sequence[str], tok: Tokenizer) -> dict[str, list[float]]:
     rows: dict[str, list[float]] = {
         k: [] for k in ("agent_bytes", "full_bytes", "agent_tokens", "full_tokens", "excerpt")
     }
-    rows["agent_ratio"], rows["full_ratio"] = [], []
+    rows["agent_ratio"], rows["full_ratio"], rows["floor_ratio"] = [], [], []
     for n, query in enumerate(queries):
         result = app.lookup_result(query, session_id="bench-payload", step_id=f"q{n}")
         agent = compact(result.to_tool_json(PayloadProfile.AGENT))
@@ -68,6 +81,11 @@ def measure(app: LookupApp, queries: Sequence[str], tok: Tokenizer) -> dict[str,
         if len(result.evidence_blocks) == 5 and excerpt:
             rows["agent_ratio"].append(len(agent.encode("utf-8")) / excerpt)
             rows["full_ratio"].append(len(full.encode("utf-8")) / excerpt)
+            named = [
+                {k: v for k, v in block.items() if k in _NAMED}
+                for block in result.to_tool_json(PayloadProfile.AGENT)["evidenceBlocks"]
+            ]
+            rows["floor_ratio"].append(len(compact_list(named).encode("utf-8")) / excerpt)
     return rows
 
 
@@ -80,7 +98,11 @@ def report(name: str, rows: dict[str, list[float]]) -> None:
         values = rows[key]
         if not values:
             return "-"
-        return f"median {statistics.median(values):.2f}x, max {max(values):.2f}x"
+        within = sum(v <= TARGET for v in values)
+        return (
+            f"median {statistics.median(values):.2f}x, max {max(values):.2f}x, "
+            f"{within}/{len(values)} within {TARGET}x"
+        )
 
     print(f"\n{name}: {len(rows['agent_bytes'])} lookups, {len(rows['agent_ratio'])} with 5 blocks")
     print("                       bytes (median)  tokens (median)")
@@ -89,6 +111,7 @@ def report(name: str, rows: dict[str, list[float]]) -> None:
     print(f"  excerpt text         {med('excerpt')}")
     print(f"  agent / excerpt bytes (5 blocks): {ratio('agent_ratio')}")
     print(f"  full / excerpt bytes (5 blocks):  {ratio('full_ratio')}")
+    print(f"  floor: ids + provenance + text:   {ratio('floor_ratio')}")
 
 
 def fresh_app(name: str) -> LookupApp:
