@@ -39,7 +39,7 @@ from lookup_knowledge.application.ports import (
     KnowledgeSearchRequest,
     evidence_problem,
 )
-from lookup_knowledge.domain.access import UNRESTRICTED, AccessScope
+from lookup_knowledge.domain.access import UNRESTRICTED, AccessScope, split_storage_key
 from lookup_knowledge.domain.errors import ConfigurationError
 from lookup_knowledge.domain.model import EvidenceCandidate, QueryHints, RankedCandidate, SearchMode
 from lookup_knowledge.domain.relevance import normalise_relevance
@@ -384,8 +384,20 @@ class Retriever:
             hit_reasons=tuple(dict.fromkeys(reasons)),
             metadata=meta,
             row_id=hit.id,
-            row_tenant=hit.access.tenant,
+            row_tenant=hit.access.tenant or _key_tenant(hit.id),
         )
+
+
+def _key_tenant(row_id: str | None) -> str:
+    """The tenant the row's stored key carries (``storage_key``), for a hit whose access
+    fields could not be read (served only with access control off): the re-read of the
+    block must address that row, not an untenanted one. ``""`` for a key without one."""
+    if not row_id:
+        return ""
+    try:
+        return split_storage_key(row_id)[0]
+    except ValueError:
+        return ""
 
 
 def _row_key(item: RankedCandidate) -> str:

@@ -24,6 +24,7 @@ from lookup_knowledge.domain.access import (
     DocumentAccess,
     Principal,
     can_see,
+    storage_key,
 )
 from lookup_knowledge.domain.model import SearchMode
 from lookup_knowledge.domain.settings import RetrievalSettings
@@ -167,6 +168,23 @@ def test_each_shown_block_records_the_tenant_of_its_row() -> None:
             "kb/c.md#chunk-0": "",
             "kb/d.md#chunk-0": "acme",
             "kb/e.md#chunk-0": "",
+        }
+
+
+def test_a_row_whose_access_fields_cannot_be_read_records_the_tenant_its_key_carries() -> None:
+    # The engine gave no readable ACL (NO_ACL: served only with access off), but the
+    # stored key says whose row it is; the Verifier's re-read must address that row.
+    tenanted = chunk("kb/f.md", 0, 0.9, vector_id=storage_key("acme", "kb/f.md#chunk-0"))
+    malformed = chunk("kb/g.md", 0, 0.8, vector_id="\tno-separator")
+    plain = chunk("kb/h.md", 0, 0.7, vector_id="kb/h.md#chunk-0")
+    for late in (False, True):
+        config = LookupConfig(retrieval=RetrievalSettings(return_n=10), late_materialisation=late)
+        off = make_lookup(FakeSearch([tenanted, malformed, plain]), config=config)
+        off.lookup.execute("anything", session_id="t")
+        assert {e.document_id: e.row_tenant for e in off.records[0].evidence} == {
+            "kb/f.md#chunk-0": "acme",
+            "kb/g.md#chunk-0": "",
+            "kb/h.md#chunk-0": "",
         }
 
 
