@@ -11,6 +11,11 @@ Commands, one module each: ``knowledge`` (ingest, lookup, health), ``audit``, ``
 
 from __future__ import annotations
 
+import atexit
+import logging
+import os
+import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -124,7 +129,38 @@ def build_app() -> typer.Typer:
 
 
 def main() -> None:
-    run(build_app())
+    """The ``lookup-knowledge`` console script: run the command, then ``exit_now``."""
+    try:
+        run(build_app())
+    except SystemExit as done:
+        exit_now(done)
+
+
+def exit_now(done: SystemExit) -> NoReturn:
+    """Exit with ``done``'s status once what the command wrote is out, without the
+    interpreter's teardown of every module it imported (after a lookup: pandas, pyarrow,
+    SQLAlchemy, onnxruntime, gRPC; ~0.3 s of a ~1.9 s cold lookup, measured).
+
+    Exit handlers (``atexit``) run first, then logging is shut down and the standard
+    streams are flushed. Commands close what they open (the app: its audit journal and
+    store, Milvus) before they return, so nothing durable is left to a finaliser. The
+    normal exit is taken instead when another non-daemon thread still runs (the
+    interpreter would wait for it), the status is not a number, or a stream cannot be
+    flushed (so a closed pipe is reported as Python reports it).
+    """
+    code = 0 if done.code is None else done.code
+    main_thread = threading.main_thread()
+    running = [t for t in threading.enumerate() if t is not main_thread and not t.daemon]
+    if not isinstance(code, int) or running:
+        raise done
+    atexit._run_exitfuncs()
+    logging.shutdown()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        raise done from None
+    os._exit(code)
 
 
 def run(app: typer.Typer) -> NoReturn:
