@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -39,6 +40,8 @@ from lookup_knowledge.application.ports import (
     CitationReport,
     CurrentChunkText,
     DocumentSource,
+    Embedder,
+    KnowledgeSearchPort,
     ToolInvocationRecorder,
 )
 from lookup_knowledge.application.tool import anthropic_tool_schema, openai_tool_schema
@@ -47,6 +50,15 @@ from lookup_knowledge.domain.errors import InvalidInputError, LookupKnowledgeErr
 from lookup_knowledge.domain.model import SearchMode
 
 _T = TypeVar("_T")
+_LOG = logging.getLogger(__name__)
+
+
+def _warm(what: str, open_it: Callable[[], object]) -> None:
+    try:
+        open_it()
+    except LookupKnowledgeError as error:
+        # The lookup (or health()) reports it where the caller looks: not twice.
+        _LOG.info("warm-up: the %s could not be opened (%s)", what, error)
 
 
 class LookupApp:
@@ -97,17 +109,23 @@ class LookupApp:
     def _call(self) -> Iterator[None]:
         """Counts a call in flight so ``close`` waits for it before closing the recorder
         (a lookup whose evidence the agent saw must be recorded)."""
+        self._enter()
+        try:
+            yield
+        finally:
+            self._leave()
+
+    def _enter(self) -> None:
         with self._lock:
             if self._closed:
                 raise LookupKnowledgeError("this LookupApp is closed")
             self._in_flight += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._in_flight -= 1
-                if self._in_flight == 0:
-                    self._idle.notify_all()
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self._idle.notify_all()
 
     def lookup_result(
         self,
@@ -310,6 +328,40 @@ class LookupApp:
     ) -> CitationReport:
         """``verify_citations`` for asyncio hosts, on the app's worker pool."""
         return await self._in_pool(partial(self.verify_citations, session_id, document_ids))
+
+    def warm(self, *, background: bool = False) -> None:
+        """Open what the first lookup would open, so it pays neither: the embedding model
+        (in a background thread) and, meanwhile, an embedded search store (the Milvus Lite
+        file: ~0.4 s together on the sample corpus; a Milvus server is connected by the
+        first lookup as before). ``background``: return at once and warm in a daemon
+        thread (a server at startup; a lookup that comes first waits only for what it
+        needs; ``close`` waits for it). What cannot be opened is logged (INFO) and left
+        to the lookup, or ``health()``, to report; a closed app refuses, like every call."""
+        self._enter()
+        if background:
+            thread = threading.Thread(target=self._warm_then_leave, name="lookup-knowledge-warm")
+            thread.daemon = True
+            thread.start()
+            return
+        self._warm_then_leave()
+
+    def _warm_then_leave(self) -> None:
+        try:
+            embedder: Embedder | None = self._container.embedder()
+            loading = None
+            if embedder is not None:
+                loading = threading.Thread(
+                    target=_warm, args=("embedder", embedder.load), name="lookup-knowledge-warm"
+                )
+                loading.daemon = True
+                loading.start()
+            if self._settings.embedded_search:
+                search: KnowledgeSearchPort = self._container.search()
+                _warm("knowledge search", search.check)
+            if loading is not None:
+                loading.join()
+        finally:
+            self._leave()
 
     def health(self) -> Health:
         """Live check of the knowledge search, the audit store and the spool (a readiness

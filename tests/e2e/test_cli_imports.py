@@ -26,14 +26,14 @@ HEAVY = (
     "fastapi",
 )
 
-# Runs the console script's entry point as `lookup-knowledge ARGS` would, then lists
-# the top-level packages it loaded.
+# Runs the console script's command as `lookup-knowledge ARGS` would (what ``main``
+# runs before its exit), then lists the top-level packages it loaded.
 PROBE = """
 import json, sys
-from lookup_knowledge.adapters.cli import main
+from lookup_knowledge.adapters.cli.app import build_app, run
 sys.argv = ["lookup-knowledge", *json.loads(sys.argv[1])]
 try:
-    main()
+    run(build_app())
 except SystemExit as done:
     code = done.code
 sys.stdout.flush()

@@ -279,6 +279,9 @@ def lookup(
         raise typer.BadParameter("must not be empty or blank", param_hint="'--tool-call-id'")
     principal = principal_options(tenant, user, list(group or ()))
     with open_app() as lookup_app:
+        if (mode or lookup_app.settings.rag.search_mode).needs_query_vector:
+            # The model loads while the Lite file opens (a sparse lookup needs no model).
+            lookup_app.warm()
         result = lookup_app.lookup_result(
             query,
             session_id=session,

@@ -28,6 +28,7 @@ def mcp(
     from lookup_knowledge.adapters.mcp_server import serve_http, serve_stdio
 
     with open_app() as lookup_app:
+        lookup_app.warm(background=True)  # the first tool call does not open the model
         if transport is Transport.stdio:
             serve_stdio(lookup_app)
             return

@@ -45,6 +45,7 @@ def serve(
     server_settings = settings.server
     sock = _bind(server_settings.host, server_settings.port)
     with create_app(settings) as lookup_app:
+        lookup_app.warm(background=True)  # the first request does not open the model
         app = create_http_app(lookup_app, settings)
         bound_host, bound_port = sock.getsockname()[:2]
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host

@@ -936,6 +936,12 @@ class Settings(_Masked, BaseSettings):
         return self.milvus.uri or str(self.data_dir / "milvus.db")
 
     @property
+    def embedded_search(self) -> bool:
+        """The knowledge search runs in this process (a Milvus Lite file, or memory), so
+        opening it costs local work, not a connection that may wait out a timeout."""
+        return self.search.backend.value == "memory" or "://" not in self.milvus_uri
+
+    @property
     def milvus_token(self) -> str | None:
         token = self.milvus.token
         return None if token is None else token.get_secret_value()

@@ -140,6 +140,10 @@ class KnowledgeSearchPort(ABC):
 class Embedder(ABC):
     """Turns text into dense vectors. Raises ``EmbeddingError`` only."""
 
+    def load(self) -> None:  # noqa: B027 - an optional hook, a no-op unless there is a model
+        """Open now what the first embed would open (a model file); thread-safe. A no-op
+        for an embedder with nothing to open."""
+
     @property
     @abstractmethod
     def dimension(self) -> int: ...
