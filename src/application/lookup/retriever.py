@@ -39,6 +39,7 @@ from lookup_knowledge.application.ports import (
     KnowledgeSearchRequest,
     evidence_problem,
 )
+from lookup_knowledge.application.ports.audit import row_tenant_problem
 from lookup_knowledge.domain.access import UNRESTRICTED, AccessScope, split_storage_key
 from lookup_knowledge.domain.errors import ConfigurationError
 from lookup_knowledge.domain.model import EvidenceCandidate, QueryHints, RankedCandidate, SearchMode
@@ -391,13 +392,16 @@ class Retriever:
 def _key_tenant(row_id: str | None) -> str:
     """The tenant the row's stored key carries (``storage_key``), for a hit whose access
     fields could not be read (served only with access control off): the re-read of the
-    block must address that row, not an untenanted one. ``""`` for a key without one."""
+    block must address that row, not an untenanted one. ``""`` for a key without one,
+    or with one no row could have been written with (the record must stay valid: an
+    invalid tenant would fail it, and every served block is recorded)."""
     if not row_id:
         return ""
     try:
-        return split_storage_key(row_id)[0]
+        tenant = split_storage_key(row_id)[0]
     except ValueError:
         return ""
+    return tenant if row_tenant_problem(tenant) is None else ""
 
 
 def _row_key(item: RankedCandidate) -> str:

@@ -177,14 +177,17 @@ def test_a_row_whose_access_fields_cannot_be_read_records_the_tenant_its_key_car
     tenanted = chunk("kb/f.md", 0, 0.9, vector_id=storage_key("acme", "kb/f.md#chunk-0"))
     malformed = chunk("kb/g.md", 0, 0.8, vector_id="\tno-separator")
     plain = chunk("kb/h.md", 0, 0.7, vector_id="kb/h.md#chunk-0")
+    # A tenant no row could be written with (too long): the record must stay valid.
+    invalid = chunk("kb/i.md", 0, 0.6, vector_id="\t" + "x" * 200 + "\tkb/i.md#chunk-0")
     for late in (False, True):
         config = LookupConfig(retrieval=RetrievalSettings(return_n=10), late_materialisation=late)
-        off = make_lookup(FakeSearch([tenanted, malformed, plain]), config=config)
+        off = make_lookup(FakeSearch([tenanted, malformed, plain, invalid]), config=config)
         off.lookup.execute("anything", session_id="t")
         assert {e.document_id: e.row_tenant for e in off.records[0].evidence} == {
             "kb/f.md#chunk-0": "acme",
             "kb/g.md#chunk-0": "",
             "kb/h.md#chunk-0": "",
+            "kb/i.md#chunk-0": "",
         }
 
 
