@@ -59,6 +59,9 @@ def _warm(what: str, open_it: Callable[[], object]) -> None:
     except LookupKnowledgeError as error:
         # The lookup (or health()) reports it where the caller looks: not twice.
         _LOG.info("warm-up: the %s could not be opened (%s)", what, error)
+    except Exception as error:  # noqa: BLE001 - a warm-up never fails the caller or its thread
+        # Not translated by the adapter: the lookup meets it again, inside its result.
+        _LOG.info("warm-up: the %s could not be opened (%r)", what, error)
 
 
 class LookupApp:
@@ -341,14 +344,18 @@ class LookupApp:
         if background:
             thread = threading.Thread(target=self._warm_then_leave, name="lookup-knowledge-warm")
             thread.daemon = True
-            thread.start()
+            try:
+                thread.start()
+            except BaseException:  # no thread: nothing in flight for close to wait for
+                self._leave()
+                raise
             return
         self._warm_then_leave()
 
     def _warm_then_leave(self) -> None:
+        loading = None
         try:
             embedder: Embedder | None = self._container.embedder()
-            loading = None
             if embedder is not None:
                 loading = threading.Thread(
                     target=_warm, args=("embedder", embedder.load), name="lookup-knowledge-warm"
@@ -358,9 +365,9 @@ class LookupApp:
             if self._settings.embedded_search:
                 search: KnowledgeSearchPort = self._container.search()
                 _warm("knowledge search", search.check)
+        finally:
             if loading is not None:
                 loading.join()
-        finally:
             self._leave()
 
     def health(self) -> Health:

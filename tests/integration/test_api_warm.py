@@ -123,3 +123,34 @@ def test_background_warm_returns_at_once_close_waits_for_it_and_a_closed_app_ref
     assert embedder.loads == ["lookup-knowledge-warm"]  # ... which finished
     with pytest.raises(LookupKnowledgeError, match="closed"):
         app.warm(background=True)
+
+
+def test_an_unexpected_error_while_warming_is_logged_and_the_thread_joined(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    container, settings = _container(tmp_path)
+    embedder = CountingEmbedder()
+
+    class BrokenSearch(CheckedSearch):
+        def check(self) -> str:
+            raise OSError("disk went away")
+
+    container.embedder.override(embedder)
+    container.search.override(BrokenSearch([]))
+    with (
+        caplog.at_level(logging.INFO, logger="lookup_knowledge.adapters.api"),
+        create_app(settings, container=container) as app,  # type: ignore[arg-type]
+    ):
+        app.warm()
+        assert embedder.loads == ["lookup-knowledge-warm"]  # joined before warm returned
+    assert any("disk went away" in r.getMessage() for r in caplog.records)
+
+
+def test_a_lite_file_is_embedded_and_a_server_is_not(tmp_path: Path) -> None:
+    for uri, embedded in (
+        (str(tmp_path / "m.db"), True),
+        ("http://127.0.0.1:19530", False),
+        ("https://milvus.example:443", False),
+    ):
+        _, settings = _container(tmp_path, **{"milvus.uri": uri})
+        assert settings.embedded_search is embedded, uri  # type: ignore[attr-defined]

@@ -145,19 +145,20 @@ def exit_now(done: SystemExit) -> NoReturn:
     streams are flushed. Commands close what they open (the app: its audit journal and
     store, Milvus) before they return, so nothing durable is left to a finaliser. The
     normal exit is taken instead when another non-daemon thread still runs (the
-    interpreter would wait for it), the status is not a number, or a stream cannot be
-    flushed (so a closed pipe is reported as Python reports it).
+    interpreter would wait for it), the status is not a number from 0 to 255, or a
+    stream cannot be flushed (so a closed pipe is reported as Python reports it).
     """
     code = 0 if done.code is None else done.code
     main_thread = threading.main_thread()
     running = [t for t in threading.enumerate() if t is not main_thread and not t.daemon]
-    if not isinstance(code, int) or running:
+    if not isinstance(code, int) or not 0 <= code <= 255 or running:
         raise done
     atexit._run_exitfuncs()
     logging.shutdown()
     try:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:  # None: started with that descriptor closed
+                stream.flush()
     except (OSError, ValueError):
         raise done from None
     os._exit(code)

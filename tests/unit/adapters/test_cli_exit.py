@@ -79,3 +79,15 @@ def test_a_message_status_exits_as_python_does(tmp_path: Path) -> None:
     assert done.stderr.strip() == "went wrong"
     none = run("exit_now(SystemExit(None))\n", tmp_path)
     assert none.returncode == 0
+
+
+def test_a_closed_stdout_or_an_out_of_range_status_takes_the_normal_exit(tmp_path: Path) -> None:
+    closed = run("sys.stdout = None\nexit_now(SystemExit(4))\n", tmp_path)
+    assert closed.returncode == 4
+    assert "Traceback" not in closed.stderr
+    big = run("exit_now(SystemExit(2**40))\n", tmp_path)
+    assert "Traceback" not in big.stderr
+    plain = subprocess.run(
+        [sys.executable, "-c", "raise SystemExit(2**40)"], capture_output=True, check=False
+    )
+    assert big.returncode == plain.returncode  # what Python itself exits with
