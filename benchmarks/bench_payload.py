@@ -27,7 +27,6 @@ import sys
 from collections.abc import Sequence
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
 
 from tokenizers import Tokenizer
 
@@ -50,17 +49,13 @@ def tokenizer() -> Tokenizer:
     return tok
 
 
-def compact(payload: dict[str, Any]) -> str:
+def compact(payload: object) -> str:
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
 
 
 #: What a block must name to be cited and read in context (the seed: "keep
 #: source/title/breadcrumb visible").
 _NAMED = ("document_id", "source", "title", "breadcrumb", "content")
-
-
-def compact_list(blocks: list[dict[str, Any]]) -> str:
-    return json.dumps(blocks, ensure_ascii=False, separators=(",", ":"))
 
 
 def measure(app: LookupApp, queries: Sequence[str], tok: Tokenizer) -> dict[str, list[float]]:
@@ -70,7 +65,8 @@ def measure(app: LookupApp, queries: Sequence[str], tok: Tokenizer) -> dict[str,
     rows["agent_ratio"], rows["full_ratio"], rows["floor_ratio"] = [], [], []
     for n, query in enumerate(queries):
         result = app.lookup_result(query, session_id="bench-payload", step_id=f"q{n}")
-        agent = compact(result.to_tool_json(PayloadProfile.AGENT))
+        agent_json = result.to_tool_json(PayloadProfile.AGENT)
+        agent = compact(agent_json)
         full = compact(result.to_tool_json(PayloadProfile.FULL))
         excerpt = sum(len(b.content.encode("utf-8")) for b in result.evidence_blocks)
         rows["agent_bytes"].append(len(agent.encode("utf-8")))
@@ -83,9 +79,9 @@ def measure(app: LookupApp, queries: Sequence[str], tok: Tokenizer) -> dict[str,
             rows["full_ratio"].append(len(full.encode("utf-8")) / excerpt)
             named = [
                 {k: v for k, v in block.items() if k in _NAMED}
-                for block in result.to_tool_json(PayloadProfile.AGENT)["evidenceBlocks"]
+                for block in agent_json["evidenceBlocks"]
             ]
-            rows["floor_ratio"].append(len(compact_list(named).encode("utf-8")) / excerpt)
+            rows["floor_ratio"].append(len(compact(named).encode("utf-8")) / excerpt)
     return rows
 
 

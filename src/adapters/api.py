@@ -56,12 +56,9 @@ _LOG = logging.getLogger(__name__)
 def _warm(what: str, open_it: Callable[[], object]) -> None:
     try:
         open_it()
-    except LookupKnowledgeError as error:
-        # The lookup (or health()) reports it where the caller looks: not twice.
-        _LOG.info("warm-up: the %s could not be opened (%s)", what, error)
     except Exception as error:  # noqa: BLE001 - a warm-up never fails the caller or its thread
-        # Not translated by the adapter: the lookup meets it again, inside its result.
-        _LOG.info("warm-up: the %s could not be opened (%r)", what, error)
+        # The lookup (or health()) meets it again and reports it where the caller looks.
+        _LOG.info("warm-up: the %s could not be opened (%s)", what, error)
 
 
 class LookupApp:
@@ -342,8 +339,9 @@ class LookupApp:
         to the lookup, or ``health()``, to report; a closed app refuses, like every call."""
         self._enter()
         if background:
-            thread = threading.Thread(target=self._warm_then_leave, name="lookup-knowledge-warm")
-            thread.daemon = True
+            thread = threading.Thread(
+                target=self._warm_then_leave, name="lookup-knowledge-warm", daemon=True
+            )
             try:
                 thread.start()
             except BaseException:  # no thread: nothing in flight for close to wait for
@@ -358,9 +356,11 @@ class LookupApp:
             embedder: Embedder | None = self._container.embedder()
             if embedder is not None:
                 loading = threading.Thread(
-                    target=_warm, args=("embedder", embedder.load), name="lookup-knowledge-warm"
+                    target=_warm,
+                    args=("embedder", embedder.load),
+                    name="lookup-knowledge-warm",
+                    daemon=True,
                 )
-                loading.daemon = True
                 loading.start()
             if self._settings.embedded_search:
                 search: KnowledgeSearchPort = self._container.search()

@@ -32,6 +32,15 @@ def chunk_key(doc_id: str, chunk_index: int) -> str:
     return f"{doc_id}#chunk-{chunk_index}"
 
 
+def split_chunk_key(key: str) -> tuple[str, int] | None:
+    """``(doc_id, chunk_index)`` of a ``chunk_key``; None for a ``vector:``/``rank:`` key
+    or anything else that is not one."""
+    doc_id, mark, index = key.rpartition("#chunk-")
+    if not mark or not doc_id or not index.isascii() or not index.isdigit():
+        return None
+    return doc_id, int(index)
+
+
 def _first_present(metadata: Mapping[str, object], aliases: tuple[str, ...]) -> object:
     for alias in aliases:
         value = metadata.get(alias)

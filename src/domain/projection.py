@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lookup_knowledge.domain.identity import split_chunk_key
 from lookup_knowledge.domain.model import RankedCandidate
 
 ELLIPSIS = "…"
@@ -95,8 +96,8 @@ PROVENANCE = ("source", "title", "breadcrumb")
 def document_of(document_id: str) -> str | None:
     """The document a chunk-scoped evidence key belongs to (``docId#chunk-N`` ->
     ``docId``); None for a ``vector:``/``rank:`` key, which names no document."""
-    doc, sep, index = document_id.rpartition("#chunk-")
-    return doc if sep and doc and index.isascii() and index.isdigit() else None
+    parts = split_chunk_key(document_id)
+    return None if parts is None else parts[0]
 
 
 def source_spelled(source: str, document_id: str) -> bool:

@@ -939,9 +939,8 @@ class Settings(_Masked, BaseSettings):
     def embedded_search(self) -> bool:
         """The knowledge search runs in this process (a Milvus Lite file, or memory), so
         opening it costs local work, not a connection that may wait out a timeout."""
-        uri = self.milvus_uri.strip().lower()  # a Lite path, file://….db, or a server
-        servers = ("http://", "https://", "tcp://", "grpc://")  # as MilvusConnection reads it
-        return self.search.backend.value == "memory" or not uri.startswith(servers)
+        # milvus.uri is a .db path or an http(s) server URL (``_known_uri``).
+        return self.search.backend.value == "memory" or "://" not in self.milvus_uri
 
     @property
     def milvus_token(self) -> str | None:

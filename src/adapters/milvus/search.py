@@ -105,7 +105,7 @@ from lookup_knowledge.domain.fusion import (
     reciprocal_rank_fusion,
     weighted_score_fusion,
 )
-from lookup_knowledge.domain.identity import extract_identity
+from lookup_knowledge.domain.identity import extract_identity, split_chunk_key
 from lookup_knowledge.domain.model import SearchMode
 from lookup_knowledge.domain.postprocess import group_by_document
 from lookup_knowledge.domain.relevance import ScoreKind
@@ -702,16 +702,17 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
         """Every row holding each ``doc_id#chunk-N`` (any tenant), with its access."""
         wanted: dict[tuple[str, int], str] = {}
         for document_id in dict.fromkeys(document_ids):
-            doc_id, mark, index = document_id.rpartition("#chunk-")
-            if not mark or not index.isascii() or not index.isdigit() or not doc_id:
+            parts = split_chunk_key(document_id)
+            if parts is None:
                 continue
+            doc_id, index = parts
             if not _fits(doc_id, MAX_BYTES[DOC_ID]):
                 continue
             try:
                 eq(DOC_ID, doc_id)
             except InvalidInputError:
                 continue
-            wanted[(doc_id, int(index))] = document_id
+            wanted[(doc_id, index)] = document_id
         layout = self._collection.layout()
         if not wanted or layout is None:
             return {}

@@ -149,6 +149,14 @@ def test_off_records_the_principal_but_no_filter() -> None:
     assert fx.records[0].access_filter is None
 
 
+def off_row_tenants(stored: list[object], late: bool) -> dict[str, str | None]:
+    """document_id -> recorded row_tenant of one lookup with access off over ``stored``."""
+    config = LookupConfig(retrieval=RetrievalSettings(return_n=10), late_materialisation=late)
+    off = make_lookup(FakeSearch(stored), config=config)  # type: ignore[arg-type]
+    off.lookup.execute("anything", session_id="t")
+    return {e.document_id: e.row_tenant for e in off.records[0].evidence}
+
+
 def test_each_shown_block_records_the_tenant_of_its_row() -> None:
     # enforced: acme's own row and a public row without a tenant; off without a
     # principal: every tenant's rows, each named ("" for a row without a tenant).
@@ -159,10 +167,7 @@ def test_each_shown_block_records_the_tenant_of_its_row() -> None:
         "kb/c.md#chunk-0": "",
     }
     for late in (False, True):
-        config = LookupConfig(retrieval=RetrievalSettings(return_n=10), late_materialisation=late)
-        off = make_lookup(FakeSearch(rows()), config=config)  # type: ignore[arg-type]
-        off.lookup.execute("anything", session_id="t")
-        assert {e.document_id: e.row_tenant for e in off.records[0].evidence} == {
+        assert off_row_tenants(rows(), late) == {
             "kb/a.md#chunk-0": "acme",
             "kb/b.md#chunk-0": "globex",
             "kb/c.md#chunk-0": "",
@@ -180,10 +185,7 @@ def test_a_row_whose_access_fields_cannot_be_read_records_the_tenant_its_key_car
     # A tenant no row could be written with (too long): the record must stay valid.
     invalid = chunk("kb/i.md", 0, 0.6, vector_id="\t" + "x" * 200 + "\tkb/i.md#chunk-0")
     for late in (False, True):
-        config = LookupConfig(retrieval=RetrievalSettings(return_n=10), late_materialisation=late)
-        off = make_lookup(FakeSearch([tenanted, malformed, plain, invalid]), config=config)
-        off.lookup.execute("anything", session_id="t")
-        assert {e.document_id: e.row_tenant for e in off.records[0].evidence} == {
+        assert off_row_tenants([tenanted, malformed, plain, invalid], late) == {
             "kb/f.md#chunk-0": "acme",
             "kb/g.md#chunk-0": "",
             "kb/h.md#chunk-0": "",

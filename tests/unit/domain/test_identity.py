@@ -6,8 +6,10 @@ from hypothesis import strategies as st
 
 from lookup_knowledge.domain.identity import (
     EvidenceIdentity,
+    chunk_key,
     extract_identity,
     parse_chunk_index,
+    split_chunk_key,
 )
 
 
@@ -71,3 +73,13 @@ def test_identity_validates() -> None:
         EvidenceIdentity("", None, None)
     with pytest.raises(ValueError, match="chunk_index"):
         EvidenceIdentity("k", "d", -1)
+
+
+@given(st.text(min_size=1), st.integers(min_value=0, max_value=10**9))
+def test_a_chunk_key_splits_back_into_its_doc_id_and_index(doc_id: str, index: int) -> None:
+    assert split_chunk_key(chunk_key(doc_id, index)) == (doc_id, index)
+
+
+def test_keys_that_are_not_chunk_keys_do_not_split() -> None:
+    for key in ("vector:7", "rank:3", "a#chunk-x", "#chunk-1", "a#chunk-", "a#chunk-٣"):
+        assert split_chunk_key(key) is None
