@@ -19,6 +19,16 @@ from lookup_knowledge.adapters.audit import create_audit_engine, upgrade_databas
 from tests.support.audit_backends import sqlite_url
 from tests.support.postgres import POSTGRES, isolated_schema
 
+_E2E = Path(__file__).parent / "e2e"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Everything under ``tests/e2e`` runs the product as a user does (processes, servers,
+    a browser): marked ``e2e`` so ``scripts/test --quick`` can leave it to the full run."""
+    for item in items:
+        if item.path.is_relative_to(_E2E):
+            item.add_marker(pytest.mark.e2e)
+
 
 @pytest.fixture(params=["sqlite", POSTGRES])
 def empty_audit_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str | URL]:

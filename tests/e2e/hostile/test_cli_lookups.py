@@ -174,7 +174,7 @@ def test_a_refused_lookup_exits_2_and_records_nothing(
         assert_not_recorded(audit, session)
 
 
-def test_issue10_item14_escape_sequences_are_printed_escaped(user: Backend) -> None:
+def test_escape_sequences_are_printed_escaped(user: Backend) -> None:
     session = session_id("esc")
     shown = user.run("lookup", "ERR-430 quota exceeded", "--session", session)
     assert shown.returncode == 0, shown.stderr
@@ -217,7 +217,7 @@ def test_audit_show_of_hostile_ids_is_one_line(user: Backend) -> None:
 
 
 @pytest.mark.parametrize("spelling", ["DENSE", "dEnSe"])
-def test_issue10_item10_mode_is_case_insensitive(user: Backend, spelling: str) -> None:
+def test_mode_is_case_insensitive(user: Backend, spelling: str) -> None:
     session = session_id(f"mode-{spelling}")
     done = user.run("lookup", "failover", "--mode", spelling, "--session", session, "--json")
     assert done.returncode == 0, done.stderr

@@ -1,4 +1,4 @@
-"""Issue 10, item 15: the MCP server answers every request, through a real stdio
+"""The MCP server answers every request, through a real stdio
 subprocess fed raw JSON-RPC lines (each read bounded by a timeout): a query with a lone
 surrogate is answered and recorded; an id without a method, string params, deep nesting
 and non-JSON get a JSON-RPC error with the request's id."""
@@ -99,9 +99,7 @@ def _call(request_id: int, query_json: str) -> str:
     )
 
 
-def test_issue10_item15_lone_surrogate_query_is_answered_and_recorded(
-    wire: Wire, tmp_path: Path
-) -> None:
+def test_lone_surrogate_query_is_answered_and_recorded(wire: Wire, tmp_path: Path) -> None:
     reply = wire.ask(_call(7, r'"restart \ud800 the pool"'))
     assert reply["id"] == 7
     result = reply["result"]
@@ -142,9 +140,7 @@ def test_issue10_item15_lone_surrogate_query_is_answered_and_recorded(
     ],
     ids=["no-method", "string-params", "list-params", "deep", "cut", "method-number", "v1"],
 )
-def test_issue10_item15_malformed_requests_get_a_json_rpc_error(
-    wire: Wire, line: str, code: int
-) -> None:
+def test_malformed_requests_get_a_json_rpc_error(wire: Wire, line: str, code: int) -> None:
     reply = wire.ask(line)
     expected_id = int(line.split('"id":', 1)[1].split(",", 1)[0].split("}", 1)[0])
     assert reply["id"] == expected_id
@@ -155,7 +151,7 @@ def test_issue10_item15_malformed_requests_get_a_json_rpc_error(
     assert "result" in after
 
 
-def test_issue10_item15_wire_checks_without_a_process() -> None:
+def test_wire_checks_without_a_process() -> None:
     assert check_line("   ") == (None, None)
     forward, error = check_line('{"jsonrpc":"2.0","method":"notifications/x","params":"s"}')
     assert (forward, error) == (None, None)  # a notification: nobody to answer

@@ -1,4 +1,5 @@
-"""Issue 10, items 1-5 and the ingest side of 7, through the real adapters: Milvus Lite
+"""Ingest integrity (ownership, ids, recordable evidence, embedder identity, odd files),
+through the real adapters: Milvus Lite
 for the knowledge base, SQLite and PostgreSQL for the audit store.
 
 Each test is named after the item it pins down and fails on the code before the fix.
@@ -67,9 +68,7 @@ def _doc_ids(app: LookupApp) -> dict[str, str]:
 # --------------------------------------------------------------------------- items 1 and 2
 
 
-def test_issue10_item1_sync_never_deletes_another_sources_documents(
-    app: LookupApp, tmp_path: Path
-) -> None:
+def test_sync_never_deletes_another_sources_documents(app: LookupApp, tmp_path: Path) -> None:
     corpus, other = tmp_path / "corpus", tmp_path / "other"
     _write(corpus, "database/failover.md", "# Failover\n\nPromote the replica.\n")
     _write(corpus, "network/vpn.md", "# VPN\n\nReconnect the tunnel.\n")
@@ -94,7 +93,7 @@ def test_issue10_item1_sync_never_deletes_another_sources_documents(
     }
 
 
-def test_issue10_item1_ingest_docs_sync_after_the_quickstart_keeps_the_sample_corpus(
+def test_ingest_docs_sync_after_the_quickstart_keeps_the_sample_corpus(
     app: LookupApp, tmp_path: Path
 ) -> None:
     from lookup_knowledge.sample_corpus import corpus_path
@@ -114,7 +113,7 @@ def test_issue10_item1_ingest_docs_sync_after_the_quickstart_keeps_the_sample_co
     assert (again.unchanged, again.deleted) == (32, 0)
 
 
-def test_issue10_item1_a_document_another_source_owns_is_refused_before_anything_is_written(
+def test_a_document_another_source_owns_is_refused_before_anything_is_written(
     app: LookupApp, tmp_path: Path
 ) -> None:
     kb = tmp_path / "kb"
@@ -144,9 +143,7 @@ def test_issue10_item1_a_document_another_source_owns_is_refused_before_anything
         app.ingest([loose], doc_id="kb/guides/deploy.md")
 
 
-def test_issue10_item1_dry_run_lists_what_would_change_and_writes_nothing(
-    app: LookupApp, tmp_path: Path
-) -> None:
+def test_dry_run_lists_what_would_change_and_writes_nothing(app: LookupApp, tmp_path: Path) -> None:
     kb = tmp_path / "kb"
     _write(kb, "a.md", "# A\n\nalpha\n")
     _write(kb, "b.md", "# B\n\nbeta\n")
@@ -179,9 +176,7 @@ def test_issue10_item1_dry_run_lists_what_would_change_and_writes_nothing(
     assert listed.plan.conflicts == (("kb/a.md", "kb"),)
 
 
-def test_issue10_item2_two_folders_with_the_same_file_names_keep_apart(
-    app: LookupApp, tmp_path: Path
-) -> None:
+def test_two_folders_with_the_same_file_names_keep_apart(app: LookupApp, tmp_path: Path) -> None:
     for team in ("teamA", "teamB"):
         _write(tmp_path / team, "README.md", f"# {team}\n\nThe {team} readme.\n")
     assert app.ingest([tmp_path / "teamA"]).added == 1
@@ -194,9 +189,7 @@ def test_issue10_item2_two_folders_with_the_same_file_names_keep_apart(
     assert "teamB/README.md#chunk-0" in ids
 
 
-def test_issue10_item2_a_subfolder_ingested_later_keeps_its_ids(
-    app: LookupApp, tmp_path: Path
-) -> None:
+def test_a_subfolder_ingested_later_keeps_its_ids(app: LookupApp, tmp_path: Path) -> None:
     kb = tmp_path / "kb"
     _write(kb, "guides/deploy.md", "# Deploy\n\nRun the pipeline.\n")
     _write(kb, "guides/old.md", "# Old\n\nRetired guide.\n")
@@ -222,7 +215,7 @@ def test_issue10_item2_a_subfolder_ingested_later_keeps_its_ids(
     )
 
 
-def test_issue10_item1_a_collection_written_before_ownership_asks_for_a_reingest(
+def test_a_collection_written_before_ownership_asks_for_a_reingest(
     tmp_path: Path,
 ) -> None:
     from pymilvus import DataType
@@ -254,7 +247,7 @@ def test_issue10_item1_a_collection_written_before_ownership_asks_for_a_reingest
 # --------------------------------------------------------------------------- item 3
 
 
-def test_issue10_item3_ingest_refuses_documents_whose_evidence_could_not_be_recorded(
+def test_ingest_refuses_documents_whose_evidence_could_not_be_recorded(
     app: LookupApp, tmp_path: Path
 ) -> None:
     kb = tmp_path / "kb"
@@ -323,7 +316,7 @@ def audit_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 QUERY = "pager rotation escalation policy"
 
 
-def test_issue10_item3_every_answered_lookup_of_unrecordable_rows_has_one_audit_row_with_the_ids_shown(
+def test_every_answered_lookup_of_unrecordable_rows_has_one_audit_row_with_the_ids_shown(
     tmp_path: Path, audit_url: str
 ) -> None:
     data = tmp_path / "data"
@@ -385,7 +378,7 @@ def _filter(session: str) -> Any:
     return InvocationFilter(session_id=session)
 
 
-def test_issue10_item3_a_lone_surrogate_id_is_dropped_never_shown_altered(tmp_path: Path) -> None:
+def test_a_lone_surrogate_id_is_dropped_never_shown_altered(tmp_path: Path) -> None:
     """Milvus cannot even store a lone surrogate; the in-memory knowledge base (and any
     engine a host plugs in) can: the hit is dropped with its reason, never shown."""
     from lookup_knowledge.adapters.audit import (
@@ -438,7 +431,7 @@ def test_issue10_item3_a_lone_surrogate_id_is_dropped_never_shown_altered(tmp_pa
 # --------------------------------------------------------------------------- item 4
 
 
-def test_issue10_item4_rows_whose_key_differs_from_their_evidence_key_are_fetched_by_it(
+def test_rows_whose_key_differs_from_their_evidence_key_are_fetched_by_it(
     tmp_path: Path,
 ) -> None:
     data, kb = tmp_path / "data", tmp_path / "kb"
@@ -476,7 +469,7 @@ def test_issue10_item4_rows_whose_key_differs_from_their_evidence_key_are_fetche
 # --------------------------------------------------------------------------- item 5
 
 
-def test_issue10_item5_a_collection_built_with_another_embedder_is_a_schema_mismatch(
+def test_a_collection_built_with_another_embedder_is_a_schema_mismatch(
     tmp_path: Path,
 ) -> None:
     data, kb = tmp_path / "data", tmp_path / "kb"
@@ -522,7 +515,7 @@ def _ingest_bounded(app: LookupApp, paths: list[Path], **kwargs: Any) -> IngestR
     return result
 
 
-def test_issue10_item7_a_file_with_a_non_utf8_name_is_a_failure_and_the_rest_is_ingested(
+def test_a_file_with_a_non_utf8_name_is_a_failure_and_the_rest_is_ingested(
     app: LookupApp, tmp_path: Path
 ) -> None:
     kb = tmp_path / "kb"
@@ -538,9 +531,7 @@ def test_issue10_item7_a_file_with_a_non_utf8_name_is_a_failure_and_the_rest_is_
     assert set(_doc_ids(app)) == {"kb/good.md"}
 
 
-def test_issue10_item7_a_named_pipe_is_skipped_and_never_blocks(
-    app: LookupApp, tmp_path: Path
-) -> None:
+def test_a_named_pipe_is_skipped_and_never_blocks(app: LookupApp, tmp_path: Path) -> None:
     kb = tmp_path / "kb"
     _write(kb, "good.md", "# Good\n\nfine\n")
     os.mkfifo(kb / "pipe.md")
@@ -556,7 +547,7 @@ def test_issue10_item7_a_named_pipe_is_skipped_and_never_blocks(
     assert [f.reason for f in again.failures] == ["not a regular file (a named pipe); skipped"]
 
 
-def test_issue10_item7_failure_reasons_are_one_line(app: LookupApp, tmp_path: Path) -> None:
+def test_failure_reasons_are_one_line(app: LookupApp, tmp_path: Path) -> None:
     kb = tmp_path / "kb"
     _write(kb, "good.md", "# Good\n\nfine\n")
     _write(kb, "bad-front.md", "---\ntitle: [unclosed\nother: {\n---\nbody\n")

@@ -1,4 +1,4 @@
-"""Issue 10, item 8: start-up tolerates concurrent first runs (the migration runs under a
+"""Start-up tolerates concurrent first runs (the migration runs under a
 lock and is idempotent) and, with ``audit.auto-migrate=true``, a PostgreSQL server that is
 down (start, spool, replay once it is back). Real processes, SQLite and PostgreSQL."""
 
@@ -71,7 +71,7 @@ def _start_together(data_dir: Path, go: Path, count: int, url: str | None = None
 
 
 @pytest.mark.slow
-def test_issue10_item8_two_fresh_processes_both_start(tmp_path: Path) -> None:
+def test_two_fresh_processes_both_start(tmp_path: Path) -> None:
     failures: list[str] = []
     for trial in range(10):
         data_dir = tmp_path / f"trial-{trial}"
@@ -91,7 +91,7 @@ def test_issue10_item8_two_fresh_processes_both_start(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.postgres
-def test_issue10_item8_two_fresh_processes_both_start_on_postgres(tmp_path: Path) -> None:
+def test_two_fresh_processes_both_start_on_postgres(tmp_path: Path) -> None:
     with isolated_schema("lk_start") as url:
         shown = url.render_as_string(hide_password=False)
         problems = _start_together(tmp_path / "data", tmp_path / "go", 2, shown)
@@ -99,14 +99,14 @@ def test_issue10_item8_two_fresh_processes_both_start_on_postgres(tmp_path: Path
         assert current_revision(shown) == head_revision()
 
 
-def test_issue10_item8_migration_is_idempotent(tmp_path: Path) -> None:
+def test_migration_is_idempotent(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'audit.db'}"
     assert upgrade_database(url) == head_revision()
     assert upgrade_database(url) == head_revision()
 
 
 @pytest.mark.postgres
-def test_issue10_item8_auto_migrate_starts_while_postgres_is_down_then_replays(
+def test_auto_migrate_starts_while_postgres_is_down_then_replays(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     with isolated_schema("lk_down") as url:
@@ -139,7 +139,7 @@ def _session(session_id: str) -> InvocationFilter:
     return InvocationFilter(session_id=session_id)
 
 
-def test_issue10_item8_auto_migrate_cli_starts_while_postgres_is_down(tmp_path: Path) -> None:
+def test_auto_migrate_cli_starts_while_postgres_is_down(tmp_path: Path) -> None:
     # A port nothing listens on: the CLI must answer (and spool), saying so once.
     port = closed_port()
     cli = str(Path(sys.executable).with_name("lookup-knowledge"))

@@ -1,4 +1,4 @@
-"""Issue 10, item 12: a secret never leaves in clear (messages, repr, dumps), through the
+"""A secret never leaves in clear (messages, repr, dumps), through the
 real adapters: the OpenAI-compatible embedder against a closed port, the SQLite and
 PostgreSQL audit stores, the CLI in a subprocess."""
 
@@ -57,9 +57,7 @@ def _openai_overrides(tmp_path: Path, audit_url: str) -> dict[str, object]:
     }
 
 
-def test_issue10_item12_password_in_base_url_never_in_message_or_audit(
-    tmp_path: Path, audit_url: str
-) -> None:
+def test_password_in_base_url_never_in_message_or_audit(tmp_path: Path, audit_url: str) -> None:
     with create_app(overrides=_openai_overrides(tmp_path, audit_url)) as app:
         assert PASSWORD not in repr(app.settings)
         tool_json = app.lookup("failover steps", session_id="secrets", step_id="1")
@@ -74,7 +72,7 @@ def test_issue10_item12_password_in_base_url_never_in_message_or_audit(
     assert PASSWORD not in detail.error_message
 
 
-def test_issue10_item12_password_in_base_url_never_on_cli_stderr(tmp_path: Path) -> None:
+def test_password_in_base_url_never_on_cli_stderr(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOOKUP_KNOWLEDGE_")}
     env.update(
         LOOKUP_KNOWLEDGE_DATA_DIR=str(tmp_path / "data"),
@@ -98,7 +96,7 @@ def test_issue10_item12_password_in_base_url_never_on_cli_stderr(tmp_path: Path)
         assert "****@127.0.0.1" in done.stderr + done.stdout
 
 
-def test_issue10_item12_dumps_and_repr_mask_the_postgres_password() -> None:
+def test_dumps_and_repr_mask_the_postgres_password() -> None:
     settings = Settings(
         audit={"database-url": f"postgresql+psycopg://app:{PASSWORD}@db.internal/audit"},
         embedder={"openai": {"base-url": f"https://u:{PASSWORD}@proxy/v1", "api-key": "sk-x"}},
@@ -119,7 +117,7 @@ def test_issue10_item12_dumps_and_repr_mask_the_postgres_password() -> None:
     assert settings.openai_api_key == "sk-x"
 
 
-def test_issue10_item12_configuration_errors_mask_the_password() -> None:
+def test_configuration_errors_mask_the_password() -> None:
     with pytest.raises(Exception) as raised:
         load_settings(
             overrides={"audit.database-url": f"postgresql://app:{PASSWORD}@db:notaport/x"},
@@ -128,7 +126,7 @@ def test_issue10_item12_configuration_errors_mask_the_password() -> None:
     assert PASSWORD not in str(raised.value)
 
 
-def test_issue10_item12_every_project_error_message_is_masked() -> None:
+def test_every_project_error_message_is_masked() -> None:
     for error in (
         EmbeddingError(f"request to https://k:{PASSWORD}@h/v1 failed"),
         SearchUnavailable(f"libpq said: password={PASSWORD} host=db"),

@@ -1,4 +1,4 @@
-"""Issue 10, item 6: eval and replay traffic is kept apart from production traffic in the
+"""Eval and replay traffic is kept apart from production traffic in the
 audit store (the ``traffic`` column); ``audit stats`` and ``audit list`` count production
 only by default. Real pipeline (in-memory search, hashing embedder), real eval harness
 and replay, SQLite and PostgreSQL audit stores, and the CLI in a subprocess."""
@@ -50,7 +50,7 @@ def app(tmp_path: Path, audit_url: str) -> Iterator[LookupApp]:
         yield lookup_app
 
 
-def test_issue10_item6_eval_and_replay_are_not_counted_as_production(
+def test_eval_and_replay_are_not_counted_as_production(
     app: LookupApp, tmp_path: Path, audit_url: str
 ) -> None:
     beir = load_beir(write_collection(tmp_path / "beir"))
@@ -123,7 +123,7 @@ def production_start(app: LookupApp) -> object:
     return first.started_at
 
 
-def test_issue10_item6_traffic_filter_rejects_what_is_not_a_kind() -> None:
+def test_traffic_filter_rejects_what_is_not_a_kind() -> None:
     with pytest.raises(InvalidInputError):
         InvocationFilter(traffic="everything")  # type: ignore[arg-type]
     assert InvocationFilter().traffic_kind() is Traffic.PRODUCTION

@@ -1,4 +1,4 @@
-"""Issue 10, item 9: a second process on a Milvus Lite file another process holds gets one
+"""A second process on a Milvus Lite file another process holds gets one
 clear line and a typed error, not a 20-line ``DataDirLockedError`` traceback. Real Milvus
 Lite in two processes."""
 
@@ -55,7 +55,7 @@ def held_data_dir(tmp_path: Path) -> Iterator[Path]:
 
 
 @pytest.mark.slow
-def test_issue10_item9_second_process_gets_one_line_naming_the_busy_file(
+def test_second_process_gets_one_line_naming_the_busy_file(
     held_data_dir: Path,
 ) -> None:
     milvus_file = held_data_dir / "milvus.db"

@@ -1,4 +1,4 @@
-"""Issue 10, item 15: every error a host may catch is exported from ``lookup_knowledge``
+"""Every error a host may catch is exported from ``lookup_knowledge``
 with its stable code, and the README's table of them is the hierarchy in
 ``domain/errors.py`` (a new error, a renamed code or a moved parent fails here)."""
 
@@ -34,7 +34,7 @@ def error_table() -> str:
     return "\n".join(lines) + "\n"
 
 
-def test_issue10_item15_every_error_type_is_exported_with_its_code() -> None:
+def test_every_error_type_is_exported_with_its_code() -> None:
     codes: dict[str, str] = {}
     for cls in hierarchy():
         assert cls.__name__ in lookup_knowledge.__all__
@@ -45,7 +45,7 @@ def test_issue10_item15_every_error_type_is_exported_with_its_code() -> None:
     assert set(lookup_knowledge.ERROR_TYPES) == set(codes)
 
 
-def test_issue10_item15_readme_error_table_matches_the_hierarchy() -> None:
+def test_readme_error_table_matches_the_hierarchy() -> None:
     text = README.read_text(encoding="utf-8")
     start = text.index(START) + len(START)
     end = text.index(END)

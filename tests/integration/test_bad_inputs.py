@@ -1,4 +1,4 @@
-"""Issue 10, item 11 (settings and API side): a bad data directory, a corrupt or absurdly
+"""A bad data directory, a corrupt or absurdly
 nested config file and wrong argument types are typed errors that name what to fix;
 through the real loader, container, CLI (subprocess) and API."""
 
@@ -43,7 +43,7 @@ def _bad_data_dirs(tmp_path: Path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("case", ["file", "under-a-file", "proc", "empty"])
-def test_issue10_item11_bad_data_dir_is_a_configuration_error(tmp_path: Path, case: str) -> None:
+def test_bad_data_dir_is_a_configuration_error(tmp_path: Path, case: str) -> None:
     data_dir = _bad_data_dirs(tmp_path)[case]
     with pytest.raises(ConfigurationError) as raised:
         create_app(overrides={**MEMORY, "data-dir": data_dir}).close()
@@ -63,7 +63,7 @@ def test_issue10_item11_bad_data_dir_is_a_configuration_error(tmp_path: Path, ca
     assert not (tmp_path / ".lookup-knowledge").exists()  # never the working directory
 
 
-def test_issue10_item11_unreadable_data_dir_is_a_configuration_error() -> None:
+def test_unreadable_data_dir_is_a_configuration_error() -> None:
     if os.geteuid() == 0:
         pytest.skip("root reads and writes every folder: an unreadable one needs another user")
     parent = Path(tempfile.mkdtemp(prefix="startup-unreadable-"))
@@ -80,7 +80,7 @@ def test_issue10_item11_unreadable_data_dir_is_a_configuration_error() -> None:
         shutil.rmtree(parent, ignore_errors=True)
 
 
-def test_issue10_item11_corrupt_yaml_config_is_one_line_naming_file_and_line(
+def test_corrupt_yaml_config_is_one_line_naming_file_and_line(
     tmp_path: Path,
 ) -> None:
     config = tmp_path / "broken.yaml"
@@ -98,9 +98,7 @@ def test_issue10_item11_corrupt_yaml_config_is_one_line_naming_file_and_line(
 
 
 @pytest.mark.parametrize("depth", [64, 100_000])
-def test_issue10_item11_deeply_nested_json_config_is_a_typed_error(
-    tmp_path: Path, depth: int
-) -> None:
+def test_deeply_nested_json_config_is_a_typed_error(tmp_path: Path, depth: int) -> None:
     config = tmp_path / "deep.json"
     config.write_text('{"rag":' * depth + "1" + "}" * depth, encoding="utf-8")
     with pytest.raises(ConfigurationError) as raised:
@@ -132,14 +130,12 @@ def app(tmp_path: Path) -> Iterator[LookupApp]:
     ],
     ids=repr,
 )
-def test_issue10_item11_wrong_argument_types_are_invalid_input(
-    app: LookupApp, kwargs: dict[str, object]
-) -> None:
+def test_wrong_argument_types_are_invalid_input(app: LookupApp, kwargs: dict[str, object]) -> None:
     with pytest.raises(InvalidInputError):
         app.lookup("failover", session_id="types", **kwargs)  # type: ignore[arg-type]
 
 
-def test_issue10_item11_cli_empty_category_is_refused_not_dropped(tmp_path: Path) -> None:
+def test_cli_empty_category_is_refused_not_dropped(tmp_path: Path) -> None:
     env_args = ("--data-dir", str(tmp_path / "data"))
     done = subprocess.run(
         [CLI, *env_args, "lookup", "failover", "--category", ""],

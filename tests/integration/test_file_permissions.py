@@ -1,4 +1,4 @@
-"""Issue 10, item 13: what the package creates is its owner's only (folders 0700, files
+"""What the package creates is its owner's only (folders 0700, files
 0600) whatever the umask: the data dir, the SQLite audit file and its -wal/-shm, the
 spool folder and files, the Milvus Lite folder. Real adapters: Milvus Lite, SQLite."""
 
@@ -30,7 +30,7 @@ def umask(request: pytest.FixtureRequest) -> Iterator[int]:
 
 
 @pytest.mark.slow
-def test_issue10_item13_created_files_and_folders_are_private(tmp_path: Path, umask: int) -> None:
+def test_created_files_and_folders_are_private(tmp_path: Path, umask: int) -> None:
     data_dir = tmp_path / "new" / "data"
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -54,7 +54,7 @@ def test_issue10_item13_created_files_and_folders_are_private(tmp_path: Path, um
             assert _mode(path) == expected, f"{path}: {oct(_mode(path))}"
 
 
-def test_issue10_item13_spool_files_are_private(tmp_path: Path, umask: int) -> None:
+def test_spool_files_are_private(tmp_path: Path, umask: int) -> None:
     spool = Spool(tmp_path / "spool", fsync=False)
     try:
         spool.append(invocation("perm-spool", documents=["a.md#chunk-0"]))

@@ -1,6 +1,6 @@
-"""Issue 10, the command line's part of items 10 and 11: usage errors are typer's own
+"""The command line's usage errors and inputs: usage errors are typer's own
 message with exit 2, help names flags as flags, an empty or blank category or data
-directory is refused, an unusable data directory is one line (item 14 is
+directory is refused, an unusable data directory is one line (escaped output:
 ``tests/e2e/hostile/test_cli_lookups.py``)."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from tests.e2e.hostile.support import (
     ],
     ids=["missing-parameter", "bad-choice", "bad-int", "no-such-option", "missing-id"],
 )
-def test_issue10_item10_usage_errors_exit_2_with_typers_message(
+def test_usage_errors_exit_2_with_typers_message(
     args: list[str], message: str, tmp_path: Path
 ) -> None:
     done = Backend(tmp_path / "data", None).run(*args)
@@ -41,7 +41,7 @@ def test_issue10_item10_usage_errors_exit_2_with_typers_message(
 @pytest.mark.parametrize(
     "args", [["--help"], ["lookup", "--help"], ["audit", "list", "--help"], ["ingest", "--help"]]
 )
-def test_issue10_item10_help_shows_flags_without_a_value(args: list[str]) -> None:
+def test_help_shows_flags_without_a_value(args: list[str]) -> None:
     done = run_cli(*args)
     assert done.returncode == 0, done.stderr
     assert "<bool>" not in done.stdout
@@ -53,9 +53,7 @@ def test_issue10_item10_help_shows_flags_without_a_value(args: list[str]) -> Non
 
 @pytest.mark.parametrize("value", ["", " ", "\t \n"])
 @pytest.mark.parametrize("command", ["lookup", "ingest"])
-def test_issue10_item11_blank_category_is_a_usage_error(
-    value: str, command: str, tmp_path: Path
-) -> None:
+def test_blank_category_is_a_usage_error(value: str, command: str, tmp_path: Path) -> None:
     target = "failover" if command == "lookup" else str(tmp_path)
     done = Backend(tmp_path / "data", None).run(command, target, "--category", value)
     assert_usage_error(done)
@@ -63,7 +61,7 @@ def test_issue10_item11_blank_category_is_a_usage_error(
 
 
 @pytest.mark.parametrize("value", ["", "   "])
-def test_issue10_item11_empty_data_dir_is_a_usage_error(value: str, tmp_path: Path) -> None:
+def test_empty_data_dir_is_a_usage_error(value: str, tmp_path: Path) -> None:
     done = run_cli("--data-dir", value, "lookup", "failover", cwd=tmp_path)
     assert_usage_error(done)
     assert "'--data-dir'" in done.stderr
@@ -71,7 +69,7 @@ def test_issue10_item11_empty_data_dir_is_a_usage_error(value: str, tmp_path: Pa
 
 
 @pytest.mark.parametrize("where", ["file", "under-file", "proc"])
-def test_issue10_item11_unusable_data_dir_is_one_line(where: str, tmp_path: Path) -> None:
+def test_unusable_data_dir_is_one_line(where: str, tmp_path: Path) -> None:
     (tmp_path / "afile").write_text("x", encoding="utf-8")
     data_dir = {
         "file": tmp_path / "afile",
