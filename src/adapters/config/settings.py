@@ -847,7 +847,7 @@ class ServerSettings(_Section):
     )
     agent_token: OptionalSecret = Field(
         default=None,
-        description="Bearer token of the agent scope: lookup, verify (secret).",
+        description="Bearer token of the agent scope: lookup, verify, check-answer, /mcp (secret); under access.mode=enforced it must be listed in server.principals.",
     )
     cors_origins: OptionalText = Field(
         default=None,
