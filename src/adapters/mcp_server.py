@@ -41,10 +41,21 @@ by default; binding any other address needs ``mcp.token``, which every request m
 then carry as ``Authorization: Bearer <token>`` (401 otherwise).
 
 **Principal.** Who the lookups are for comes from the server's configuration, never from
-the client's arguments: over HTTP a bearer token listed in ``mcp.principals`` (by its
-sha256) maps to that principal, and every listed token is accepted; otherwise (stdio,
-or ``mcp.token``) the principal is ``mcp.tenant``/``mcp.user``/``mcp.groups``, or none
-(under ``access.mode=enforced``: public documents only).
+the client: over HTTP a bearer token listed in ``server.principals`` (by its sha256;
+``mcp.principals`` is its deprecated name) maps to that principal, and every listed token
+is accepted; otherwise (stdio, or ``mcp.token``) the principal is
+``mcp.tenant``/``mcp.user``/``mcp.groups``, or none (under ``access.mode=enforced``:
+public documents only). A principal named in ``_meta`` (``lookup-knowledge/principal``,
+``/tenant``, ``/user``, ``/groups``) or in an ``X-Lookup-Knowledge-*`` header is refused
+with a ``forbidden`` tool error, unless the token is a trusted host's
+(``trusted-host: true``), which names it in ``_meta["lookup-knowledge/principal"]``.
+
+**Owned sessions.** An audit session belongs to the principal that opened it: a lookup
+whose conversation id or ``Mcp-Session-Id`` names another principal's session is a
+``forbidden`` tool error, and ``check_answer`` on such a session answers as on an empty
+one (nothing recorded, no other principal's session named, never ``forbidden``). A
+conversation id no audit session can have (over 251 characters, control characters, not
+a string) makes the call a recorded ``invalid_input`` result in the connection's session.
 
 Argument errors never take the server down: an empty or over-long ``query`` reaches the
 lookup, which records the call and answers with its error result (``found`` false and a
@@ -61,6 +72,7 @@ import hmac
 import ipaddress
 import itertools
 import json
+import logging
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -514,6 +526,11 @@ def mcp_http_app(app: LookupApp, *, host: str = "127.0.0.1", token: str | None =
     """The streamable-HTTP MCP server (at ``/mcp``) as an ASGI app; ``token`` set: every
     request needs it. Off loopback a token is required (``ConfigurationError``)."""
     app.settings.check_agent_tokens("mcp")
+    if app.settings.mcp.principals:
+        logging.getLogger(__name__).warning(
+            "mcp.principals is deprecated: it is read as server.principals (one map of "
+            "agent tokens for REST and MCP); move the entries there"
+        )
     digests = frozenset(app.settings.agent_principals())
     if not _loopback(host) and not token and not digests:
         raise ConfigurationError(
