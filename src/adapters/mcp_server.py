@@ -525,7 +525,7 @@ def _loopback(host: str) -> bool:
 def mcp_http_app(app: LookupApp, *, host: str = "127.0.0.1", token: str | None = None) -> ASGIApp:
     """The streamable-HTTP MCP server (at ``/mcp``) as an ASGI app; ``token`` set: every
     request needs it. Off loopback a token is required (``ConfigurationError``)."""
-    app.settings.check_agent_tokens("mcp")
+    app.settings.check_mcp_token()
     if app.settings.mcp.principals:
         logging.getLogger(__name__).warning(
             "mcp.principals is deprecated: it is read as server.principals (one map of "

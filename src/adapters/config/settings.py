@@ -985,26 +985,25 @@ class Settings(_Masked, BaseSettings):
         ``mcp.principals`` merged in (one map for REST and MCP)."""
         return {**self.mcp.principals, **self.server.principals}
 
-    def check_agent_tokens(self, surface: str = "server") -> None:
-        """At start-up of ``serve`` (``surface`` "server") or ``mcp --transport http``
-        ("mcp"): under ``access.mode=enforced`` every agent token must map to a principal
-        (or be a trusted host's); ``ConfigurationError`` otherwise."""
-        if self.access.mode is not AccessMode.ENFORCED:
+    def check_mcp_token(self) -> None:
+        """At start-up of ``mcp --transport http``: under ``access.mode=enforced``
+        ``mcp.token`` must map to a principal (``mcp.tenant``, or an entry of
+        ``server.principals``); ``ConfigurationError`` otherwise. (``serve`` checks
+        ``server.agent-token`` alike, in ``create_http_app``.)"""
+        if self.access.mode is not AccessMode.ENFORCED or self.mcp.token is None:
             return
-        known = self.agent_principals()
-        why = (
-            "under access.mode=enforced every agent token must map to a principal: add "
-            "sha256(token) to server.principals as {tenant, user, groups} "
-            "(or trusted-host: true for a host that names the principal of each call)"
-        )
-        if surface == "server" and self.server.agent_token is not None:
-            token = self.server.agent_token.get_secret_value().encode("utf-8")
-            if hashlib.sha256(token).hexdigest() not in known:
-                raise ConfigurationError("server.agent-token", "***", why)
-        if surface == "mcp" and self.mcp.token is not None and self.mcp.tenant is None:
-            token = self.mcp.token.get_secret_value().encode("utf-8")
-            if hashlib.sha256(token).hexdigest() not in known:
-                raise ConfigurationError("mcp.token", "***", why + ", or set mcp.tenant")
+        if self.mcp.tenant is not None:
+            return
+        token = self.mcp.token.get_secret_value().encode("utf-8")
+        if hashlib.sha256(token).hexdigest() not in self.agent_principals():
+            raise ConfigurationError(
+                "mcp.token",
+                "***",
+                "under access.mode=enforced every agent token must map to a principal: "
+                "add sha256(token) to server.principals as {tenant, user, groups} (or "
+                "trusted-host: true for a host that names the principal of each call), "
+                "or set mcp.tenant",
+            )
 
     # --- resolved values ----------------------------------------------------------------
 
