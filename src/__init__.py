@@ -16,6 +16,7 @@ ERROR_TYPES = (
     "ConfigurationError",
     "ExtraNotInstalled",
     "InvalidInputError",
+    "AccessDenied",
     "SearchError",
     "SearchUnavailable",
     "SearchStoreInUse",

@@ -27,10 +27,12 @@ from typing import Any, Literal, TypeVar
 
 from lookup_knowledge.adapters.config import Settings, load_settings
 from lookup_knowledge.adapters.container import Container
+from lookup_knowledge.application.answer_check import OwnedView
 from lookup_knowledge.application.evaluation import MEASURES, Replay, RunEval
 from lookup_knowledge.application.health import Health
 from lookup_knowledge.application.ingest import IngestProgress, IngestReport
 from lookup_knowledge.application.lookup import LookupKnowledge, LookupOptions, LookupResult
+from lookup_knowledge.application.lookup.query import check_id
 from lookup_knowledge.application.ports import (
     AnswerCheck,
     AnswerCheckStore,
@@ -43,10 +45,13 @@ from lookup_knowledge.application.ports import (
     Embedder,
     KnowledgeSearchPort,
     ToolInvocationRecorder,
+    check_session_id,
+    normalise_cited,
 )
+from lookup_knowledge.application.session_owner import CallerScope, SessionOwners
 from lookup_knowledge.application.tool import anthropic_tool_schema, openai_tool_schema
 from lookup_knowledge.domain.access import DocumentAccess, Principal
-from lookup_knowledge.domain.errors import InvalidInputError, LookupKnowledgeError
+from lookup_knowledge.domain.errors import AccessDenied, InvalidInputError, LookupKnowledgeError
 from lookup_knowledge.domain.model import SearchMode
 
 _T = TypeVar("_T")
@@ -77,8 +82,17 @@ class LookupApp:
             max_workers=max_async_workers, thread_name_prefix="lookup-knowledge"
         )
         self._closed = False
+        self._owners: SessionOwners | None = None
 
     # ------------------------------------------------------------------ properties
+
+    @property
+    def session_owners(self) -> SessionOwners:
+        """Who each audit session belongs to (the servers check it for agent callers)."""
+        with self._lock:
+            if self._owners is None:
+                self._owners = SessionOwners(self.audit)
+            return self._owners
 
     @property
     def settings(self) -> Settings:
@@ -137,16 +151,34 @@ class LookupApp:
         category: str | None = None,
         tool_call_id: str | None = None,
         principal: Principal | None = None,
+        owned_session: bool = False,
+        input_error: str | None = None,
     ) -> LookupResult:
         """The typed result (``.to_tool_json()`` is what the agent receives).
 
         ``principal`` is who the lookup is for (tenant, user, groups), from the host's
         own authentication, never from the agent; under ``access.mode=enforced`` a
-        lookup without one sees only documents marked public."""
+        lookup without one sees only documents marked public.
+
+        ``owned_session``: the session must be ``principal``'s own (a new one becomes
+        its own); another principal's session raises ``AccessDenied`` before anything
+        is searched (the servers ask this for agent callers). ``input_error``: the
+        caller found the call's input bad; the call is recorded as that
+        ``invalid_input`` result without searching."""
         options = LookupOptions(
-            mode=_mode(mode), category=category, tool_call_id=tool_call_id, principal=principal
+            mode=_mode(mode),
+            category=category,
+            tool_call_id=tool_call_id,
+            principal=principal,
+            input_error=input_error,
         )
         with self._call():
+            if owned_session:
+                check_id("session_id", session_id, required=True)
+                if not self.session_owners.claim(session_id, principal):
+                    raise AccessDenied(
+                        "this session id belongs to another principal; use a session id of your own"
+                    )
             return self._lookup.execute(
                 query, session_id=session_id, step_id=step_id, options=options
             )
@@ -183,6 +215,8 @@ class LookupApp:
         category: str | None = None,
         tool_call_id: str | None = None,
         principal: Principal | None = None,
+        owned_session: bool = False,
+        input_error: str | None = None,
     ) -> LookupResult:
         """``lookup_result`` for asyncio hosts: runs on the app's worker pool."""
         call = partial(
@@ -194,6 +228,8 @@ class LookupApp:
             category=category,
             tool_call_id=tool_call_id,
             principal=principal,
+            owned_session=owned_session,
+            input_error=input_error,
         )
         return await self._in_pool(call)
 
@@ -207,6 +243,7 @@ class LookupApp:
         category: str | None = None,
         tool_call_id: str | None = None,
         principal: Principal | None = None,
+        owned_session: bool = False,
     ) -> dict[str, Any]:
         """``lookup`` for asyncio hosts: runs on the app's worker pool, not the loop."""
         result = await self.alookup_result(
@@ -217,6 +254,7 @@ class LookupApp:
             category=category,
             tool_call_id=tool_call_id,
             principal=principal,
+            owned_session=owned_session,
         )
         return result.to_tool_json()
 
@@ -279,16 +317,28 @@ class LookupApp:
         document_ids: Sequence[str],
         *,
         groups: Sequence[str] | None = None,
+        scope: CallerScope | None = None,
     ) -> CitationReport:
         """EvidenceGuard: which cited document_ids were really returned in the session;
         under access control, which of the others the session's principal could not see
         (``forbidden``). ``groups``: the principal's groups, checked against the digest
-        recorded (without them a group-restricted document counts as not visible)."""
+        recorded (without them a group-restricted document counts as not visible).
+
+        ``scope``: the call is an agent's, authenticated as ``scope.principal``: a
+        session that is not its own answers like an empty one (every id unknown), and
+        no id is ``forbidden`` (to the agent it is unknown, like a made-up one)."""
         with self._call():
+            if scope is not None and not self._owns(session_id, scope):
+                cited = normalise_cited(document_ids)
+                return CitationReport(session_id=session_id, valid=(), unknown=cited)
             report: CitationReport = self._container.verify_citations().execute(
-                session_id, document_ids, groups=groups
+                session_id, document_ids, groups=groups, reveal_forbidden=scope is None
             )
         return report
+
+    def _owns(self, session_id: str, scope: CallerScope) -> bool:
+        check_session_id(session_id)
+        return self.session_owners.owns(session_id, scope.principal)
 
     async def aingest(
         self,
@@ -324,10 +374,16 @@ class LookupApp:
         return await self._in_pool(call)
 
     async def averify_citations(
-        self, session_id: str, document_ids: Sequence[str]
+        self,
+        session_id: str,
+        document_ids: Sequence[str],
+        *,
+        groups: Sequence[str] | None = None,
+        scope: CallerScope | None = None,
     ) -> CitationReport:
         """``verify_citations`` for asyncio hosts, on the app's worker pool."""
-        return await self._in_pool(partial(self.verify_citations, session_id, document_ids))
+        call = partial(self.verify_citations, session_id, document_ids, groups=groups, scope=scope)
+        return await self._in_pool(call)
 
     def warm(self, *, background: bool = False) -> None:
         """Open what the first lookup would open, so it pays neither: the embedding model
@@ -403,15 +459,27 @@ class LookupApp:
         step_id: str | None = None,
         answer_format: AnswerFormat | str | None = None,
         persist: bool = True,
+        scope: CallerScope | None = None,
     ) -> AnswerCheck:
         """Check an answer's claims against the text the session was shown; record the
         verdicts. ``answer``: prose with bracketed document ids, or a Claude response (its
         content blocks, the message dict or SDK ``Message``) with ``search_result_location``
-        citations; the format follows from the type unless ``answer_format`` says."""
+        citations; the format follows from the type unless ``answer_format`` says.
+
+        ``scope``: an agent's call (see ``verify_citations``): a session not its own is
+        checked as an empty one and the check is not recorded; reasons name only its own
+        sessions; no ``forbidden``."""
         fmt = answer_format or (AnswerFormat.TEXT if isinstance(answer, str) else "anthropic")
         with self._call():
+            view = None
+            if scope is not None:
+                owners = self.session_owners
+                view = OwnedView(
+                    owns_session=self._owns(session_id, scope),
+                    owns=lambda other: owners.owns(other, scope.principal),
+                )
             check: AnswerCheck = self._container.check_answer().execute(
-                session_id, answer, step_id=step_id, answer_format=fmt, persist=persist
+                session_id, answer, step_id=step_id, answer_format=fmt, persist=persist, view=view
             )
         return check
 
@@ -423,6 +491,7 @@ class LookupApp:
         step_id: str | None = None,
         answer_format: AnswerFormat | str | None = None,
         persist: bool = True,
+        scope: CallerScope | None = None,
     ) -> AnswerCheck:
         """``check_answer`` for asyncio hosts: runs on the app's worker pool."""
         call = partial(
@@ -432,6 +501,7 @@ class LookupApp:
             step_id=step_id,
             answer_format=answer_format,
             persist=persist,
+            scope=scope,
         )
         return await self._in_pool(call)
 

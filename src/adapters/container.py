@@ -62,6 +62,7 @@ from lookup_knowledge.application.lookup import LookupKnowledge
 from lookup_knowledge.application.ports import AuditQueries, RankingMetrics, TextAnalyzer
 from lookup_knowledge.application.query_transformer import QueryTransformer
 from lookup_knowledge.application.verify_citations import VerifyCitations
+from lookup_knowledge.domain.access import Principal
 from lookup_knowledge.domain.errors import AuditUnavailable, ConfigurationError
 
 logger = logging.getLogger(__name__)
@@ -275,6 +276,14 @@ def _audit_url(settings: Settings) -> str:
     return settings.audit_database_url
 
 
+def _configured_principals(settings: Settings) -> tuple[Principal, ...]:
+    """The principals the configuration names (agent tokens, ``mcp.tenant``): a replay
+    takes the groups of a recorded principal from the one whose digest matches."""
+    found = [entry.principal() for entry in settings.agent_principals().values()]
+    found.append(settings.mcp.principal())
+    return tuple(p for p in found if p is not None)
+
+
 def _backend(settings: Settings) -> str:
     return settings.search.backend.value
 
@@ -433,5 +442,10 @@ class Container(containers.DeclarativeContainer):
         after_ingest=store.provided.seal,
     )
     replay = providers.Factory(
-        Replay, lookup=lookup, audit=audit_queries, recorder=recorder, clock=clock
+        Replay,
+        lookup=lookup,
+        audit=audit_queries,
+        recorder=recorder,
+        clock=clock,
+        principals=providers.Callable(_configured_principals, settings),
     )

@@ -41,10 +41,21 @@ by default; binding any other address needs ``mcp.token``, which every request m
 then carry as ``Authorization: Bearer <token>`` (401 otherwise).
 
 **Principal.** Who the lookups are for comes from the server's configuration, never from
-the client's arguments: over HTTP a bearer token listed in ``mcp.principals`` (by its
-sha256) maps to that principal, and every listed token is accepted; otherwise (stdio,
-or ``mcp.token``) the principal is ``mcp.tenant``/``mcp.user``/``mcp.groups``, or none
-(under ``access.mode=enforced``: public documents only).
+the client: over HTTP a bearer token listed in ``server.principals`` (by its sha256;
+``mcp.principals`` is its deprecated name) maps to that principal, and every listed token
+is accepted; otherwise (stdio, or ``mcp.token``) the principal is
+``mcp.tenant``/``mcp.user``/``mcp.groups``, or none (under ``access.mode=enforced``:
+public documents only). A principal named in ``_meta`` (``lookup-knowledge/principal``,
+``/tenant``, ``/user``, ``/groups``) or in an ``X-Lookup-Knowledge-*`` header is refused
+with a ``forbidden`` tool error, unless the token is a trusted host's
+(``trusted-host: true``), which names it in ``_meta["lookup-knowledge/principal"]``.
+
+**Owned sessions.** An audit session belongs to the principal that opened it: a lookup
+whose conversation id or ``Mcp-Session-Id`` names another principal's session is a
+``forbidden`` tool error, and ``check_answer`` on such a session answers as on an empty
+one (nothing recorded, no other principal's session named, never ``forbidden``). A
+conversation id no audit session can have (over 251 characters, control characters, not
+a string) makes the call a recorded ``invalid_input`` result in the connection's session.
 
 Argument errors never take the server down: an empty or over-long ``query`` reaches the
 lookup, which records the call and answers with its error result (``found`` false and a
@@ -61,6 +72,7 @@ import hmac
 import ipaddress
 import itertools
 import json
+import logging
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -83,6 +95,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from lookup_knowledge.adapters.api import LookupApp, create_app
 from lookup_knowledge.adapters.mcp_wire import GuardedLines, stdin_lines
 from lookup_knowledge.application.answer_check import answer_check_json
+from lookup_knowledge.application.lookup.query import check_id
+from lookup_knowledge.application.session_owner import CallerScope
 from lookup_knowledge.application.tool import (
     QUERY_SCHEMA,
     RESULT_SCHEMA,
@@ -90,7 +104,12 @@ from lookup_knowledge.application.tool import (
     TOOL_NAME,
 )
 from lookup_knowledge.domain.access import Principal
-from lookup_knowledge.domain.errors import ConfigurationError, LookupKnowledgeError
+from lookup_knowledge.domain.errors import (
+    AccessDenied,
+    ConfigurationError,
+    InvalidInputError,
+    LookupKnowledgeError,
+)
 from lookup_knowledge.domain.projection import expand_agent_blocks
 
 __all__ = [
@@ -144,13 +163,36 @@ def _header(headers: Mapping[str, str] | None, name: str) -> str | None:
     return None
 
 
-def _conversation(meta: object) -> str | None:
-    """The host's conversation id from a request's ``_meta``, when it names one."""
+def _meta_extra(meta: object) -> Mapping[str, object]:
     if meta is None:
-        return None
+        return {}
     extra = meta.model_extra if hasattr(meta, "model_extra") else meta
-    value = extra.get(CONVERSATION_META_KEY) if isinstance(extra, Mapping) else None
-    return value if isinstance(value, str) and value else None
+    return extra if isinstance(extra, Mapping) else {}
+
+
+class _BadConversation(Exception):
+    """The request's conversation id cannot name an audit session (why: the message)."""
+
+
+def _conversation(meta: object) -> str | None:
+    """The host's conversation id from a request's ``_meta``, when it names one;
+    ``_BadConversation`` when it names one no audit session can have."""
+    extra = _meta_extra(meta)
+    if CONVERSATION_META_KEY not in extra:
+        return None
+    value = extra[CONVERSATION_META_KEY]
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise _BadConversation(
+            f"_meta {CONVERSATION_META_KEY} must be a string, not {type(value).__name__}"
+        )
+    try:
+        check_id(f"_meta {CONVERSATION_META_KEY}", value)
+        check_id(f"_meta {CONVERSATION_META_KEY}", f"{SESSION_PREFIX}{value}")
+    except InvalidInputError as error:
+        raise _BadConversation(error.message) from None
+    return value
 
 
 def _session_and_step(
@@ -192,24 +234,96 @@ def _token_digest(value: bytes | str) -> str:
     return hashlib.sha256(raw).hexdigest()
 
 
+@dataclass(frozen=True, slots=True)
+class _Caller:
+    """Who an MCP call is for: the principal, and whether the client may name another
+    (a trusted host's token)."""
+
+    principal: Principal | None
+    trusted: bool = False
+
+    @property
+    def scope(self) -> CallerScope | None:
+        return None if self.trusted else CallerScope(self.principal)
+
+
+#: ``_meta`` keys of this server that would name a principal.
+PRINCIPAL_META_KEY = "lookup-knowledge/principal"
+_CLAIM_META_KEYS = frozenset(
+    {
+        PRINCIPAL_META_KEY,
+        "lookup-knowledge/tenant",
+        "lookup-knowledge/user",
+        "lookup-knowledge/groups",
+    }
+)
+_CLAIM_HEADER_PREFIX = "x-lookup-knowledge-"
+_CLAIM_HEADERS = frozenset({"x-tenant", "x-tenant-id", "x-user", "x-user-id", "x-groups"})
+_NOT_YOURS = (
+    "the principal comes from the bearer token (or the server's configuration); this "
+    "client may not name another (only a token marked trusted-host in server.principals may)"
+)
+
+
 class _Principals:
-    """The configured principals: by bearer-token digest (HTTP) and the default one."""
+    """The configured agent tokens (by sha256, ``server.principals`` with the deprecated
+    ``mcp.principals``) and the default principal (stdio, ``mcp.token``)."""
 
     def __init__(self, app: LookupApp) -> None:
-        settings = app.settings.mcp
-        self.default: Principal | None = settings.principal()
-        self.by_digest: dict[str, Principal] = settings.principals_by_token_hash()
+        settings = app.settings
+        self.default = _Caller(settings.mcp.principal())
+        self.by_digest: dict[str, _Caller] = {
+            digest: _Caller(entry.principal(), entry.trusted_host)
+            for digest, entry in settings.agent_principals().items()
+        }
 
-    def of(self, headers: Mapping[str, str] | None) -> Principal | None:
+    def of(self, headers: Mapping[str, str] | None) -> _Caller:
         authorization = _header(headers, "authorization")
+        found: _Caller | None = None
         if authorization is not None and self.by_digest:
             scheme, _, token = authorization.partition(" ")
             if scheme.lower() == "bearer" and token:
                 digest = _token_digest(token)
-                for known, principal in self.by_digest.items():
+                for known, caller in self.by_digest.items():
                     if hmac.compare_digest(known, digest):
-                        return principal
-        return self.default
+                        found = caller
+        return found or self.default
+
+    def for_call(self, headers: Mapping[str, str] | None, meta: object) -> _Caller:
+        """The caller of one call; a principal named in ``_meta`` or a header is refused
+        (``AccessDenied``) unless the token is a trusted host's, which names it in
+        ``_meta["lookup-knowledge/principal"]`` ({tenant, user, groups})."""
+        caller = self.of(headers)
+        extra = _meta_extra(meta)
+        claims = sorted(k for k in extra if k in _CLAIM_META_KEYS)
+        named = sorted(
+            k
+            for k in (headers or {})
+            if k.lower().startswith(_CLAIM_HEADER_PREFIX) or k.lower() in _CLAIM_HEADERS
+        )
+        if named or (claims and not caller.trusted):
+            raise AccessDenied(_NOT_YOURS)
+        if not claims:
+            return caller
+        if claims != [PRINCIPAL_META_KEY]:
+            raise InvalidInputError(
+                f"a trusted host names the principal in _meta {PRINCIPAL_META_KEY} "
+                "({tenant, user, groups})"
+            )
+        return _Caller(_principal_from(extra[PRINCIPAL_META_KEY]), trusted=True)
+
+
+def _principal_from(value: object) -> Principal | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not set(value) <= {"tenant", "user", "groups"}:
+        raise InvalidInputError(
+            f"_meta {PRINCIPAL_META_KEY} must be an object with tenant, user and groups"
+        )
+    groups = value.get("groups") or []
+    if not isinstance(groups, list):
+        raise InvalidInputError(f"_meta {PRINCIPAL_META_KEY}.groups must be a list")
+    return Principal(value.get("tenant"), value.get("user") or "", frozenset(groups))  # type: ignore[arg-type]
 
 
 def _tool_result(payload: dict[str, Any], *, is_error: bool = False) -> CallToolResult:
@@ -226,6 +340,16 @@ def _tool_result(payload: dict[str, Any], *, is_error: bool = False) -> CallTool
         content=[TextContent(type="text", text="\n".join(lines))],
         structured_content=payload,
         is_error=is_error,
+    )
+
+
+def _error_result(error: LookupKnowledgeError) -> CallToolResult:
+    """A call refused before any lookup (a principal it may not name, another
+    principal's session): a tool error the model can read."""
+    return CallToolResult(
+        content=[TextContent(type="text", text=f"{error.code}: {error.message}")],
+        structured_content={"error": error.code, "message": error.message},
+        is_error=True,
     )
 
 
@@ -247,16 +371,31 @@ def build_mcp_server(app: LookupApp, *, name: str = "lookup-knowledge") -> MCPSe
 
     async def lookup_knowledge(query: str, ctx: Context[_ConnectionSession, Any]) -> CallToolResult:
         request = ctx.request_context
+        try:
+            caller = principals.for_call(ctx.headers, request.meta)
+        except LookupKnowledgeError as error:
+            return _error_result(error)
+        bad_input: str | None = None
+        try:
+            conversation = _conversation(request.meta)
+        except _BadConversation as error:
+            # Still one recorded call: in the connection's session, as invalid_input.
+            conversation, bad_input = None, str(error)
         session_id, step_id = _session_and_step(
-            ctx.headers, request.lifespan_context, ctx.request_id, _conversation(request.meta)
+            ctx.headers, request.lifespan_context, ctx.request_id, conversation
         )
-        result = await app.alookup_result(
-            query,
-            session_id=session_id,
-            step_id=step_id,
-            tool_call_id=ctx.request_id,
-            principal=principals.of(ctx.headers),
-        )
+        try:
+            result = await app.alookup_result(
+                query,
+                session_id=session_id,
+                step_id=step_id,
+                tool_call_id=ctx.request_id,
+                principal=caller.principal,
+                owned_session=True,
+                input_error=bad_input,
+            )
+        except LookupKnowledgeError as error:
+            return _error_result(error)
         # A failed lookup (status error) is a tool error the model can read and act on.
         return _tool_result(result.to_tool_json(), is_error=result.error_code is not None)
 
@@ -281,9 +420,16 @@ def build_mcp_server(app: LookupApp, *, name: str = "lookup-knowledge") -> MCPSe
 
     async def check_answer(answer: str, ctx: Context[_ConnectionSession, Any]) -> CallToolResult:
         request = ctx.request_context
-        session_id = _session_of(ctx.headers, request.lifespan_context, _conversation(request.meta))
         try:
-            check = await app.acheck_answer(session_id, answer)
+            caller = principals.for_call(ctx.headers, request.meta)
+            session_id = _session_of(
+                ctx.headers, request.lifespan_context, _conversation(request.meta)
+            )
+            check = await app.acheck_answer(session_id, answer, scope=caller.scope)
+        except _BadConversation as error:
+            return _check_result(
+                {"error": InvalidInputError.code, "message": str(error)}, is_error=True
+            )
         except LookupKnowledgeError as error:
             return _check_result({"error": error.code, "message": error.message}, is_error=True)
         return _check_result(answer_check_json(check))
@@ -379,7 +525,13 @@ def _loopback(host: str) -> bool:
 def mcp_http_app(app: LookupApp, *, host: str = "127.0.0.1", token: str | None = None) -> ASGIApp:
     """The streamable-HTTP MCP server (at ``/mcp``) as an ASGI app; ``token`` set: every
     request needs it. Off loopback a token is required (``ConfigurationError``)."""
-    digests = frozenset(app.settings.mcp.principals)
+    app.settings.check_mcp_token()
+    if app.settings.mcp.principals:
+        logging.getLogger(__name__).warning(
+            "mcp.principals is deprecated: it is read as server.principals (one map of "
+            "agent tokens for REST and MCP); move the entries there"
+        )
+    digests = frozenset(app.settings.agent_principals())
     if not _loopback(host) and not token and not digests:
         raise ConfigurationError(
             "mcp.token", None, f"required to serve MCP over HTTP on {host} (not loopback)"

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
@@ -159,6 +159,17 @@ def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
     return dot / norm if norm else 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class OwnedView:
+    """What an agent caller (not the auditor, not a trusted host) may learn: the session
+    checked is read only if it is its own (``owns_session``; otherwise the check runs as
+    on an empty session and is not recorded), another session is named only if ``owns``
+    it, and an id it may not see is ``unknown`` (never ``forbidden``)."""
+
+    owns_session: bool
+    owns: Callable[[str], bool]
+
+
 class CheckAnswer:
     """Checks an answer's claims against the evidence its session was shown, records the
     verdicts (``persist``) and returns them. Flushes the session's spooled audit records
@@ -200,6 +211,7 @@ class CheckAnswer:
         step_id: str | None = None,
         answer_format: AnswerFormat | str = AnswerFormat.TEXT,
         persist: bool = True,
+        view: OwnedView | None = None,
     ) -> AnswerCheck:
         check_session_id(session_id)
         if step_id is not None and (not isinstance(step_id, str) or not 0 < len(step_id) <= 255):
@@ -219,11 +231,14 @@ class CheckAnswer:
         if len(claims) > MAX_CLAIMS:
             raise InvalidInputError(f"the answer has more than {MAX_CLAIMS} claims")
 
-        self._recorder.flush(session_id, self._flush_timeout_s)
-        pending = self._recorder.pending_count(session_id)
+        own = view is None or view.owns_session
+        pending = 0
+        if own:
+            self._recorder.flush(session_id, self._flush_timeout_s)
+            pending = self._recorder.pending_count(session_id)
         now = self._clock.now()
         cited = tuple(dict.fromkeys(d for c in claims for d in c.cited_ids))
-        statuses, texts = self._gather(session_id, cited, now)
+        statuses, texts = self._gather(session_id, cited, now, view)
         stem = self._stemmer.stem
         cosines = self._cosines(claims, texts)
         verdicts = [
@@ -251,27 +266,33 @@ class CheckAnswer:
             created_at=now,
             pending_in_spool=pending,
         )
-        if persist:
+        if persist and own:
             self._store.save(check)
         return check
 
     # ------------------------------------------------------------------ inputs
 
     def _gather(
-        self, session_id: str, cited: Sequence[str], now: datetime
+        self,
+        session_id: str,
+        cited: Sequence[str],
+        now: datetime,
+        view: OwnedView | None = None,
     ) -> tuple[dict[str, CitationVerdict], dict[str, list[EvidenceText]]]:
         if not cited:
             return {}, {}
-        shown = self._evidence.shown_blocks(session_id, cited, now)
+        own = view is None or view.owns_session
+        shown = self._evidence.shown_blocks(session_id, cited, now) if own else {}
         missing = [d for d in cited if d not in shown]
-        elsewhere = (
-            self._evidence.sessions_returning(missing, session_id, MAX_OTHER_SESSIONS)
-            if missing
-            else {}
-        )
+        elsewhere = self._elsewhere(session_id, missing, view)
         # A cited id the session's principal could not see is forbidden, even where
-        # another session (another tenant's, say) was shown it.
-        forbidden = set(self._access.forbidden(session_id, missing)) if self._access else set()
+        # another session (another tenant's, say) was shown it. An agent caller is not
+        # told (``view``): to it such an id is unknown, like a made-up one.
+        forbidden = (
+            set(self._access.forbidden(session_id, missing))
+            if self._access and view is None
+            else set()
+        )
         statuses: dict[str, CitationVerdict] = {}
         for d in cited:
             if d in shown:
@@ -308,6 +329,30 @@ class CheckAnswer:
                 prepared = None if text is None else PreparedEvidence.of(d, text, stem)
                 texts.setdefault(d, []).append(EvidenceText(d, prepared, problem))
         return statuses, texts
+
+    def _elsewhere(
+        self, session_id: str, missing: Sequence[str], view: OwnedView | None
+    ) -> dict[str, tuple[str, ...]]:
+        """The other sessions that were shown each missing id (the caller's own only,
+        under ``view``)."""
+        if not missing:
+            return {}
+        if view is None:
+            return self._evidence.sessions_returning(missing, session_id, MAX_OTHER_SESSIONS)
+        # Read more than are named: the caller's own may come after others'.
+        found = self._evidence.sessions_returning(missing, session_id, MAX_OTHER_SESSIONS * 20)
+        verdict: dict[str, bool] = {}
+        out: dict[str, tuple[str, ...]] = {}
+        for document_id, sessions in found.items():
+            mine = []
+            for other in sessions:
+                if other not in verdict:
+                    verdict[other] = view.owns(other)
+                if verdict[other]:
+                    mine.append(other)
+            if mine:
+                out[document_id] = tuple(mine[:MAX_OTHER_SESSIONS])
+        return out
 
     def _current_texts(
         self, shown: Mapping[str, Sequence[ShownBlock]]

@@ -50,12 +50,19 @@ class VerifyCitations:
         document_ids: Sequence[str],
         *,
         groups: Collection[str] | None = None,
+        reveal_forbidden: bool = True,
     ) -> CitationReport:
+        """``reveal_forbidden`` False (an agent caller): an id the principal may not see
+        is ``unknown``, like a made-up one, and the knowledge base is not asked."""
         check_session_id(session_id)
         cited = normalise_cited(document_ids)
         self._recorder.flush(session_id, self._flush_timeout_s)
         report = self._queries.verify_citations(session_id, cited)
-        forbidden = set(self._access.forbidden(session_id, report.unknown, groups))
+        forbidden = (
+            set(self._access.forbidden(session_id, report.unknown, groups))
+            if reveal_forbidden
+            else set()
+        )
         return replace(
             report,
             unknown=tuple(d for d in report.unknown if d not in forbidden),

@@ -65,6 +65,13 @@ class InvalidInputError(LookupKnowledgeError):
     code = "invalid_input"
 
 
+class AccessDenied(LookupKnowledgeError):
+    """The caller may not do this: name a principal its credential does not grant, or
+    act on an audit session another principal owns."""
+
+    code = "forbidden"
+
+
 class SearchError(LookupKnowledgeError):
     """The knowledge search failed."""
 

@@ -22,6 +22,7 @@ from lookup_knowledge.application.ports import (
     InvocationFilter,
     RecordOutcome,
     SessionFilter,
+    SessionOwner,
     TimeRange,
 )
 from lookup_knowledge.application.verify_citations import VerifyCitations
@@ -663,3 +664,26 @@ def test_the_principal_round_trips_and_filters_listings_and_stats(backend: Audit
     assert [p.tenant for p in backend.queries.session_principals(acme[0].session_id)] == ["acme"]
     with pytest.raises(InvalidInputError):
         InvocationFilter(tenant="")
+
+
+def test_session_owners_are_the_recorded_principals(backend: AuditBackend) -> None:
+    shared, alone = session(), session()
+    records = [
+        replace(invocation(shared), principal_tenant="acme", principal_user="al"),
+        replace(invocation(shared), principal_tenant="acme", principal_user="al"),
+        replace(
+            invocation(shared),
+            principal_tenant="globex",
+            principal_user=None,
+            principal_groups_hash="cd" * 32,
+        ),
+        invocation(alone),
+    ]
+    for inv in records:
+        assert backend.recorder.record(inv) is RecordOutcome.COMMITTED
+    assert backend.queries.session_owners(shared) == (
+        SessionOwner("acme", "al", None),
+        SessionOwner("globex", None, "cd" * 32),
+    )
+    assert backend.queries.session_owners(alone) == (SessionOwner(None, None, None),)
+    assert backend.queries.session_owners(session()) == ()

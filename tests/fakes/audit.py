@@ -38,6 +38,7 @@ from lookup_knowledge.application.ports import (
     QualitySummary,
     RecordOutcome,
     SessionFilter,
+    SessionOwner,
     SessionPage,
     SessionPrincipal,
     SessionState,
@@ -309,6 +310,20 @@ class InMemoryAuditQueries(AuditQueries):
                     rank=shown.evidence.rank,
                 )
         return found
+
+    def session_owners(self, session_id: str) -> tuple[SessionOwner, ...]:
+        check_session_id(session_id)
+        found = {
+            SessionOwner(
+                s.invocation.principal_tenant,
+                s.invocation.principal_user,
+                s.invocation.principal_groups_hash,
+            )
+            for s in self._session(session_id)
+        }
+        return tuple(
+            sorted(found, key=lambda o: (o.tenant or "", o.user or "", o.groups_hash or ""))
+        )
 
     def session_principals(self, session_id: str) -> tuple[SessionPrincipal, ...]:
         check_session_id(session_id)

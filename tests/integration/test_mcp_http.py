@@ -166,3 +166,20 @@ def test_a_conversation_id_in_meta_names_the_audit_session(app: LookupApp) -> No
     anyio.run(both)
     sessions = _sessions(app)
     assert sessions == ["mcp-chat-a", "mcp-chat-b", "mcp-chat-a"]
+
+
+def test_enforced_access_refuses_an_mcp_token_that_maps_to_no_principal(tmp_path: Path) -> None:
+    built = create_app(
+        overrides={
+            "data-dir": str(tmp_path / "data"),
+            "embedder.provider": "hashing",
+            "search.backend": "memory",
+            "access.mode": "enforced",
+            "mcp.token": "s3cret-token",
+        }
+    )
+    try:
+        with pytest.raises(ConfigurationError, match=r"server\.principals"):
+            mcp_http_app(built, token="s3cret-token")
+    finally:
+        built.close()

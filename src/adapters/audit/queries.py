@@ -45,6 +45,7 @@ from lookup_knowledge.application.ports import (
     InvocationSummary,
     QualitySummary,
     SessionFilter,
+    SessionOwner,
     SessionPage,
     SessionPrincipal,
     SessionSummary,
@@ -382,6 +383,21 @@ class SqlAuditQueries(AuditQueries):
             sorted(
                 {SessionPrincipal(r[0], r[1], r[2]) for r in rows},
                 key=lambda p: (p.tenant or "", p.groups_hash or "", p.access_mode),
+            )
+        )
+
+    def session_owners(self, session_id: str) -> tuple[SessionOwner, ...]:
+        check_session_id(session_id)
+        stmt = (
+            select(T.c.principal_tenant, T.c.principal_user, T.c.principal_groups_hash)
+            .where(T.c.session_id == session_id)
+            .distinct()
+        )
+        rows = self._run("reading a session's owner", lambda c: c.execute(stmt).all())
+        return tuple(
+            sorted(
+                {SessionOwner(r[0], r[1], r[2]) for r in rows},
+                key=lambda o: (o.tenant or "", o.user or "", o.groups_hash or ""),
             )
         )
 

@@ -13,9 +13,10 @@ the key, so one message says what to fix.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from enum import StrEnum
 from pathlib import Path
 from types import MappingProxyType
@@ -693,21 +694,49 @@ class IngestSettings(_Section):
         return self
 
 
-class McpPrincipalSettings(_Section):
-    tenant: str = Field(min_length=1, description="The principal's tenant.")
+class AgentPrincipalSettings(_Section):
+    """One agent bearer token's entry (``server.principals``, keyed by sha256 of the
+    token): the principal its calls are made for, or ``trusted-host`` (a host allowed to
+    name the principal of each call itself)."""
+
+    tenant: str | None = Field(default=None, min_length=1, description="The principal's tenant.")
     user: str = Field(default="", description="The principal's user id (recorded).")
     groups: Keywords = Field(default_factory=list, description="The principal's groups.")
+    trusted_host: bool = Field(
+        default=False,
+        description=(
+            "The token belongs to a host that authenticates its own users and may name "
+            "the principal of a call (REST body `principal`, MCP `_meta`); without it a "
+            "principal in a request is refused (403)."
+        ),
+    )
 
     @model_validator(mode="after")
-    def _valid_principal(self) -> McpPrincipalSettings:
+    def _valid_principal(self) -> AgentPrincipalSettings:
+        if self.tenant is None and not self.trusted_host:
+            raise ValueError("a token's entry needs a tenant (or trusted-host: true)")
+        if self.tenant is None and (self.user or self.groups):
+            raise ValueError("user and groups need a tenant")
         self.principal()
         return self
 
-    def principal(self) -> Principal:
+    def principal(self) -> Principal | None:
+        if self.tenant is None:
+            return None
         try:
             return Principal(self.tenant, self.user, frozenset(self.groups))
         except InvalidInputError as error:
             raise ValueError(error.message) from None
+
+
+#: The name the entries had when only MCP read them (``mcp.principals``).
+McpPrincipalSettings = AgentPrincipalSettings
+
+
+def _check_digests(key: str, principals: Mapping[str, object]) -> None:
+    for digest in principals:
+        if not _SHA256_HEX.fullmatch(digest):
+            raise ValueError(f"{key} keys must be sha256 hex digests, not {digest!r}")
 
 
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
@@ -742,19 +771,17 @@ class McpSettings(_Section):
     groups: Keywords | None = Field(
         default=None, description="Groups of that principal (a list or comma-separated)."
     )
-    principals: dict[str, McpPrincipalSettings] = Field(
+    principals: dict[str, AgentPrincipalSettings] = Field(
         default_factory=dict,
         description=(
-            "MCP HTTP: sha256 (hex) of a bearer token -> the principal its lookups are for "
-            "({tenant, user, groups}); any listed token is accepted."
+            "Deprecated alias of server.principals (still read, merged into it): sha256 "
+            "(hex) of a bearer token -> the principal its calls are for."
         ),
     )
 
     @model_validator(mode="after")
     def _valid_principals(self) -> McpSettings:
-        for digest in self.principals:
-            if not _SHA256_HEX.fullmatch(digest):
-                raise ValueError(f"mcp.principals keys must be sha256 hex digests, not {digest!r}")
+        _check_digests("mcp.principals", self.principals)
         self.principal()
         return self
 
@@ -770,7 +797,11 @@ class McpSettings(_Section):
             raise ValueError(error.message) from None
 
     def principals_by_token_hash(self) -> dict[str, Principal]:
-        return {digest: p.principal() for digest, p in self.principals.items()}
+        return {
+            digest: principal
+            for digest, p in self.principals.items()
+            if (principal := p.principal()) is not None
+        }
 
 
 class LogSettings(_Section):
@@ -816,7 +847,7 @@ class ServerSettings(_Section):
     )
     agent_token: OptionalSecret = Field(
         default=None,
-        description="Bearer token of the agent scope: lookup, verify (secret).",
+        description="Bearer token of the agent scope: lookup, verify, check-answer, /mcp (secret); under access.mode=enforced it must be listed in server.principals.",
     )
     cors_origins: OptionalText = Field(
         default=None,
@@ -824,6 +855,14 @@ class ServerSettings(_Section):
     )
     max_request_bytes: Whole = Field(
         default=1_048_576, ge=1024, description="Largest request body accepted (bytes)."
+    )
+    principals: dict[str, AgentPrincipalSettings] = Field(
+        default_factory=dict,
+        description=(
+            "Agent bearer tokens of REST (/v1) and MCP (/mcp, mcp --transport http): "
+            "sha256 (hex) of a token -> {tenant, user, groups} its calls are made for, or "
+            "{trusted-host: true} for a host that names the principal of each call."
+        ),
     )
 
     @property
@@ -833,11 +872,15 @@ class ServerSettings(_Section):
 
     @model_validator(mode="after")
     def _tokens_off_loopback(self) -> ServerSettings:
-        if not is_loopback(self.host) and (self.auditor_token is None or self.agent_token is None):
+        _check_digests("server.principals", self.principals)
+        if not is_loopback(self.host) and (
+            self.auditor_token is None or (self.agent_token is None and not self.principals)
+        ):
             raise ConfigurationError(
                 "server.host",
                 self.host,
-                "a bind other than loopback needs server.auditor-token and server.agent-token",
+                "a bind other than loopback needs server.auditor-token and server.agent-token "
+                "(or agent tokens in server.principals)",
             )
         if (
             self.auditor_token is not None
@@ -923,6 +966,44 @@ class Settings(_Masked, BaseSettings):
                 "(it embeds the query); use rag.search-mode=sparse or an embedder",
             )
         return self
+
+    @model_validator(mode="after")
+    def _one_principal_per_token(self) -> Settings:
+        for digest, entry in self.mcp.principals.items():
+            other = self.server.principals.get(digest)
+            if other is not None and other != entry:
+                raise ConfigurationError(
+                    "server.principals",
+                    digest,
+                    "the token is also in mcp.principals (the deprecated name) with "
+                    "another principal; keep one entry, in server.principals",
+                )
+        return self
+
+    def agent_principals(self) -> dict[str, AgentPrincipalSettings]:
+        """Agent tokens by sha256 digest: ``server.principals`` with the deprecated
+        ``mcp.principals`` merged in (one map for REST and MCP)."""
+        return {**self.mcp.principals, **self.server.principals}
+
+    def check_mcp_token(self) -> None:
+        """At start-up of ``mcp --transport http``: under ``access.mode=enforced``
+        ``mcp.token`` must map to a principal (``mcp.tenant``, or an entry of
+        ``server.principals``); ``ConfigurationError`` otherwise. (``serve`` checks
+        ``server.agent-token`` alike, in ``create_http_app``.)"""
+        if self.access.mode is not AccessMode.ENFORCED or self.mcp.token is None:
+            return
+        if self.mcp.tenant is not None:
+            return
+        token = self.mcp.token.get_secret_value().encode("utf-8")
+        if hashlib.sha256(token).hexdigest() not in self.agent_principals():
+            raise ConfigurationError(
+                "mcp.token",
+                "***",
+                "under access.mode=enforced every agent token must map to a principal: "
+                "add sha256(token) to server.principals as {tenant, user, groups} (or "
+                "trusted-host: true for a host that names the principal of each call), "
+                "or set mcp.tenant",
+            )
 
     # --- resolved values ----------------------------------------------------------------
 

@@ -18,7 +18,8 @@ Extension points, so that a later feature is a few lines here:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
@@ -28,11 +29,23 @@ from starlette.routing import Route
 
 from lookup_knowledge.adapters.api import LookupApp
 from lookup_knowledge.adapters.config import ServerSettings, Settings
-from lookup_knowledge.adapters.http.auth import ASGIApp, Receive, Role, Scope, Send, TokenGuard
+from lookup_knowledge.adapters.http.auth import (
+    ASGIApp,
+    Receive,
+    Role,
+    Scope,
+    Send,
+    TokenGuard,
+    token_digest,
+)
 from lookup_knowledge.adapters.http.console import console_router
 from lookup_knowledge.adapters.http.limits import BodySizeLimit
 from lookup_knowledge.adapters.http.problems import install_problem_handlers
 from lookup_knowledge.adapters.http.rest import rest_router
+from lookup_knowledge.domain.access import AccessMode
+from lookup_knowledge.domain.errors import ConfigurationError
+
+logger = logging.getLogger(__name__)
 
 SECURITY_HEADERS = {
     "content-security-policy": (
@@ -69,13 +82,11 @@ def create_http_app(
 
     ``settings`` defaults to the app's own ``server.*`` settings.
     """
-    if settings is None:
-        server = lookup_app.settings.server
-    elif isinstance(settings, Settings):
-        server = settings.server
-    else:
-        server = settings
-    guard = TokenGuard(server)
+    full = settings if isinstance(settings, Settings) else lookup_app.settings
+    server = settings if isinstance(settings, ServerSettings) else full.server
+    principals = {**full.mcp.principals, **server.principals}
+    check_agent_tokens(full, server, principals)
+    guard = TokenGuard(server, principals)
     if mcp:
         mounts = [mcp_mount(lookup_app, server.host), *mounts]
 
@@ -130,6 +141,29 @@ def create_http_app(
     # Outermost: the size limit runs before anything reads a body.
     app.add_middleware(BodySizeLimit, max_bytes=server.max_request_bytes)
     return app
+
+
+def check_agent_tokens(
+    settings: Settings, server: ServerSettings, principals: Mapping[str, object]
+) -> None:
+    """Under ``access.mode=enforced`` every agent token maps to a principal (or is a
+    trusted host's): ``ConfigurationError`` at start-up otherwise."""
+    if settings.mcp.principals:
+        logger.warning(
+            "mcp.principals is deprecated: it is read as server.principals (one map of "
+            "agent tokens for REST and MCP); move the entries there"
+        )
+    if settings.access.mode is not AccessMode.ENFORCED or server.agent_token is None:
+        return
+    digest = token_digest(server.agent_token.get_secret_value().encode("utf-8"))
+    if digest.decode("ascii") not in principals:
+        raise ConfigurationError(
+            "server.agent-token",
+            "***",
+            "under access.mode=enforced every agent token must map to a principal: add "
+            "sha256(token) to server.principals as {tenant, user, groups} (or "
+            "trusted-host: true for a host that names the principal of each call)",
+        )
 
 
 def mcp_mount(lookup_app: LookupApp, host: str) -> Mount:

@@ -21,6 +21,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from lookup_knowledge.domain.errors import (
+    AccessDenied,
     AuditError,
     AuditUnavailable,
     ConfigurationError,
@@ -44,6 +45,7 @@ TYPE_PREFIX = "urn:lookup-knowledge:problem:"
 # Most specific first: the first class an error is an instance of decides its status.
 _STATUS: tuple[tuple[type[LookupKnowledgeError], int], ...] = (
     (InvalidInputError, 400),
+    (AccessDenied, 403),
     (NotFoundError, 404),
     (SearchBadRequest, 400),
     (UnsupportedSearchMode, 400),

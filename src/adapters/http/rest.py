@@ -9,10 +9,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 
 from lookup_knowledge.adapters.api import LookupApp
-from lookup_knowledge.adapters.http.auth import Role, TokenGuard
+from lookup_knowledge.adapters.http.auth import Caller, Role, TokenGuard
 from lookup_knowledge.adapters.http.schemas import (
     Check,
     CheckAnswerRequest,
@@ -39,11 +39,19 @@ from lookup_knowledge.application.tool import MAX_ID_CHARS
 from lookup_knowledge.domain.errors import LookupKnowledgeError
 
 Status = Literal["ok", "no_evidence", "error"]
+NOT_YOURS_TO_NAME = (
+    "the principal comes from the bearer token; this token may not name another "
+    "(only a token marked trusted-host in server.principals may)"
+)
 PROBLEM: dict[str, Any] = {"content": {"application/problem+json": {}}}
 ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"description": "Invalid input (problem+json)", **PROBLEM},
     401: {"description": "No valid bearer token (problem+json)", **PROBLEM},
-    403: {"description": "A token of another scope (problem+json)", **PROBLEM},
+    403: {
+        "description": "A token of another scope, a principal the token may not name, or "
+        "another principal's session (problem+json)",
+        **PROBLEM,
+    },
     413: {"description": "Request body too large (problem+json)", **PROBLEM},
     422: {"description": "Request does not match the schema (problem+json)", **PROBLEM},
     503: {"description": "A backing store is unavailable (problem+json)", **PROBLEM},
@@ -69,15 +77,56 @@ Limit = Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)]
 Offset = Annotated[int, Query(ge=0, le=2**31 - 1)]
 
 
+#: Headers a client might use to name a principal: never read (the principal comes from
+#: the token), so a request carrying one is refused rather than silently mis-attributed.
+PRINCIPAL_HEADER_PREFIX = "x-lookup-knowledge-"
+PRINCIPAL_HEADERS = frozenset({"x-tenant", "x-tenant-id", "x-user", "x-user-id", "x-groups"})
+
+
+def principal_headers(request: Request) -> list[str]:
+    return [
+        name
+        for name in request.headers
+        if name.lower().startswith(PRINCIPAL_HEADER_PREFIX) or name.lower() in PRINCIPAL_HEADERS
+    ]
+
+
 def rest_router(lookup_app: LookupApp, guard: TokenGuard) -> APIRouter:
-    agent = [Depends(guard.dependency(Role.AGENT))]
+    require_agent = guard.dependency(Role.AGENT)
+
+    def agent_caller(request: Request, caller: Caller = Depends(require_agent)) -> Caller:  # noqa: B008
+        """The agent caller; a principal named in a header is refused (403)."""
+        named = principal_headers(request)
+        if named:
+            raise HTTPException(
+                403 if not caller.trusted else 400,
+                f"a principal is not read from headers ({', '.join(sorted(named))}): "
+                + (
+                    "it comes from the bearer token"
+                    if not caller.trusted
+                    else "a trusted host names it in the body's principal"
+                ),
+            )
+        return caller
+
+    # A default, not an Annotated alias: the annotations are strings (PEP 563) that
+    # FastAPI resolves in this module's globals, where a local alias is not.
+    as_agent = Depends(agent_caller)
     auditor = [Depends(guard.dependency(Role.AUDITOR))]
     router = APIRouter(responses=ERRORS)
 
-    @router.post("/v1/lookup", dependencies=agent, tags=["agent"])
-    async def lookup(body: LookupRequest) -> dict[str, Any]:
+    @router.post("/v1/lookup", tags=["agent"])
+    async def lookup(body: LookupRequest, caller: Caller = as_agent) -> dict[str, Any]:
         """Run ``lookup_knowledge(query)``: the tool JSON the agent receives. The call is
-        recorded (or spooled) before the answer is sent."""
+        recorded (or spooled) before the answer is sent. The principal is the token's;
+        ``principal`` in the body is accepted from a trusted host only (403 otherwise).
+        A session belongs to the principal that opened it: naming another principal's
+        session is refused (403)."""
+        principal = caller.principal
+        if body.principal is not None:
+            if not caller.trusted:
+                raise HTTPException(403, NOT_YOURS_TO_NAME)
+            principal = body.principal.principal()
         return await lookup_app.alookup(
             body.query,
             session_id=body.session_id,
@@ -85,22 +134,33 @@ def rest_router(lookup_app: LookupApp, guard: TokenGuard) -> APIRouter:
             mode=body.mode,
             category=body.category,
             tool_call_id=body.tool_call_id,
-            principal=body.principal.principal() if body.principal else None,
+            principal=principal,
+            owned_session=True,
         )
 
-    @router.post("/v1/verify", dependencies=agent, tags=["agent"])
-    def verify(body: VerifyRequest) -> VerifyResponse:
-        """EvidenceGuard: which cited document_ids were really returned in the session."""
-        return VerifyResponse.of(
-            lookup_app.verify_citations(body.session_id, body.document_ids, groups=body.groups)
+    @router.post("/v1/verify", tags=["agent"])
+    async def verify(body: VerifyRequest, caller: Caller = as_agent) -> VerifyResponse:
+        """EvidenceGuard: which cited document_ids were really returned in the session.
+        An agent token acts on its own sessions only (another's answers like an empty
+        one) and an id it may not see is ``unknown``; ``groups`` is a trusted host's."""
+        if body.groups is not None and not caller.trusted:
+            raise HTTPException(403, NOT_YOURS_TO_NAME)
+        report = await lookup_app.averify_citations(
+            body.session_id, body.document_ids, groups=body.groups, scope=caller.scope
         )
+        return VerifyResponse.of(report)
 
-    @router.post("/v1/check-answer", dependencies=agent, tags=["agent"])
-    async def check_answer(body: CheckAnswerRequest) -> dict[str, Any]:
+    @router.post("/v1/check-answer", tags=["agent"])
+    async def check_answer(body: CheckAnswerRequest, caller: Caller = as_agent) -> dict[str, Any]:
         """Check an answer's claims against the exact text the session was shown; the
-        verdicts are recorded (the JSON of ``audit check-answer --json``)."""
+        verdicts are recorded (the JSON of ``audit check-answer --json``). An agent token
+        checks against its own sessions only."""
         check = await lookup_app.acheck_answer(
-            body.session_id, body.answer, step_id=body.step_id, answer_format=body.format
+            body.session_id,
+            body.answer,
+            step_id=body.step_id,
+            answer_format=body.format,
+            scope=caller.scope,
         )
         return answer_check_json(check)
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from types import MappingProxyType
 
@@ -25,10 +25,12 @@ from lookup_knowledge.application.ports import (
     Clock,
     EvidenceView,
     InvocationFilter,
+    InvocationSummary,
     TimeRange,
     ToolInvocationRecorder,
 )
 from lookup_knowledge.application.tool import TOOL_NAME
+from lookup_knowledge.domain.access import Principal
 from lookup_knowledge.domain.errors import (
     AuditError,
     InvalidInputError,
@@ -157,6 +159,9 @@ class ReplayReport:
     queries: tuple[ReplayedQuery, ...]
     threshold: ReplayThreshold | None
     rbo_persistence: float = DEFAULT_PERSISTENCE
+    #: Invocations replayed for their recorded tenant without the recorded groups (only
+    #: their digest is kept, and no configured principal has them).
+    groups_unknown: tuple[str, ...] = ()
 
     @property
     def mean_jaccard(self) -> float:
@@ -230,12 +235,35 @@ class ReplayReport:
             "passed": self.passed,
             "failures": list(self.failures),
         }
+        if self.groups_unknown:
+            data["groupsUnknown"] = list(self.groups_unknown)
         if per_query:
             data["perQuery"] = [q.as_dict() for q in self.queries]
         return data
 
 
 _REPLAY = LookupOptions(traffic=Traffic.REPLAY)
+
+
+def recorded_principal(
+    summary: InvocationSummary, known: Sequence[Principal]
+) -> tuple[Principal | None, bool]:
+    """The principal an invocation was recorded for, and whether its groups are known.
+
+    The record keeps the tenant and user, and the groups only as a digest: the groups
+    are those of a configured principal (``known``) of that tenant with that digest, or
+    none when the digest is that of no groups; otherwise the tenant without groups
+    (``False``: the replay may see less than the original did)."""
+    tenant = summary.principal_tenant
+    if tenant is None:
+        return None, True
+    user = summary.principal_user or ""
+    wanted = summary.principal_groups_hash
+    for candidate in known:
+        if candidate.tenant == tenant and candidate.groups_hash() == wanted:
+            return Principal(tenant, user, candidate.groups), True
+    bare = Principal(tenant, user)
+    return bare, wanted is None or bare.groups_hash() == wanted
 
 
 class Replay:
@@ -250,6 +278,7 @@ class Replay:
         clock: Clock,
         rbo_persistence: float = DEFAULT_PERSISTENCE,
         flush_timeout_s: float = 30.0,
+        principals: Sequence[Principal] = (),
     ) -> None:
         if not 0.0 < rbo_persistence < 1.0:
             raise InvalidInputError("rbo_persistence must be in (0, 1)")
@@ -259,6 +288,7 @@ class Replay:
         self._clock = clock
         self._p = rbo_persistence
         self._flush_timeout_s = flush_timeout_s
+        self._principals = tuple(principals)
 
     def execute(
         self,
@@ -277,12 +307,18 @@ class Replay:
         use_case = self._lookup.with_config(config)
         total = len(originals)
         notify(EvalProgress("replay", "", 0, total))
+        groups_unknown: list[str] = []
         for done, original in enumerate(originals, 1):
+            # Under the principal the original was made for: a replay of an enforced
+            # session sees what that principal may see, not the public documents only.
+            principal, groups_known = recorded_principal(original.summary, self._principals)
+            if not groups_known:
+                groups_unknown.append(original.summary.id)
             result = use_case.execute(
                 original.summary.query,
                 session_id=session,
                 step_id=original.summary.id,
-                options=_REPLAY,
+                options=replace(_REPLAY, principal=principal),
             )
             check_recorded(result.record_outcome)
             notify(EvalProgress("replay", "", done, total))
@@ -323,6 +359,7 @@ class Replay:
             queries=tuple(queries),
             threshold=threshold,
             rbo_persistence=self._p,
+            groups_unknown=tuple(groups_unknown),
         )
 
     def _originals(self, selection: ReplaySelection) -> list[RecordedInvocation]:

@@ -70,6 +70,9 @@ class LookupOptions:
     #: Who the lookup is for, from the host (never from the agent). Under
     #: ``access.mode=enforced`` None sees only documents marked public.
     principal: Principal | None = None
+    #: The host found the call's input bad (e.g. an MCP conversation id): the call is
+    #: recorded as this ``invalid_input`` result, nothing is searched.
+    input_error: str | None = None
 
     def __post_init__(self) -> None:
         if self.principal is not None and not isinstance(self.principal, Principal):

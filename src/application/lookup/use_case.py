@@ -40,7 +40,7 @@ from lookup_knowledge.application.ports import (
 from lookup_knowledge.application.query_transformer import QueryTransformer
 from lookup_knowledge.application.tool import TOOL_NAME
 from lookup_knowledge.domain.access import AccessScope
-from lookup_knowledge.domain.errors import InternalError, LookupKnowledgeError
+from lookup_knowledge.domain.errors import InternalError, InvalidInputError, LookupKnowledgeError
 from lookup_knowledge.domain.model import QueryHints
 from lookup_knowledge.domain.packing import ContextPack
 from lookup_knowledge.domain.projection import ProjectedBlock
@@ -122,7 +122,7 @@ class LookupKnowledge:
         )
         with self._telemetry.span(f"execute_tool {TOOL_NAME}", _tool_attributes(call)) as span:
             timings: dict[str, float] = {}
-            out = self._run_stages(call, opts.category, span, timings)
+            out = self._run_stages(call, opts.category, span, timings, opts.input_error)
             out = replace(out, domains=self._session_domains(call.session_id, out))
             duration_ms = (self._clock.monotonic() - t0) * 1000.0
             timings["total"] = duration_ms
@@ -146,7 +146,12 @@ class LookupKnowledge:
     # ------------------------------------------------------------------ stages
 
     def _run_stages(
-        self, call: LookupCall, category: str | None, span: Span, timings: dict[str, float]
+        self,
+        call: LookupCall,
+        category: str | None,
+        span: Span,
+        timings: dict[str, float],
+        input_error: str | None = None,
     ) -> StageOutputs:
         """Every stage from the query check to the projection, timed into ``timings``; a
         failing stage leaves the outputs of those before it and the error (never a
@@ -158,6 +163,8 @@ class LookupKnowledge:
         blocks: tuple[ProjectedBlock, ...] = ()
         error: LookupKnowledgeError | None = None
         try:
+            if input_error is not None:
+                raise InvalidInputError(input_error)
             check_query(call.query)
             with self._telemetry.span(
                 "retrieval knowledge", self._retrieval_attributes(call)

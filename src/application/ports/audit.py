@@ -549,6 +549,16 @@ class CitationReport:
 
 
 @dataclass(frozen=True, slots=True)
+class SessionOwner:
+    """Who a session belongs to: the principal its lookups were recorded for, as the
+    recorded columns hold it (``None`` everywhere: a lookup without a principal)."""
+
+    tenant: str | None
+    user: str | None
+    groups_hash: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class SessionPrincipal:
     """A principal a session's lookups were made for, as recorded, with the mode."""
 
@@ -696,6 +706,12 @@ class AuditQueries(ABC):
 
     def session_principals(self, session_id: str) -> tuple[SessionPrincipal, ...]:
         """The distinct (tenant, groups hash, access mode) of the session's invocations."""
+        return ()
+
+    def session_owners(self, session_id: str) -> tuple[SessionOwner, ...]:
+        """The distinct principals (tenant, user, groups hash) the session's invocations
+        were recorded for (``SessionOwner(None, None, None)``: no principal); empty for a
+        session with no invocation."""
         return ()
 
     def verify_citations(self, session_id: str, document_ids: Sequence[str]) -> CitationReport:
