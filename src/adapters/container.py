@@ -374,7 +374,8 @@ class Container(containers.DeclarativeContainer):
     document_source = providers.Factory(FileDocumentSource)
     audit_schema = providers.Factory(AlembicAuditSchema, providers.Callable(_audit_url, settings))
 
-    health = providers.Factory(
+    # One per app: it remembers the checks still in flight (see CheckHealth).
+    health = providers.Singleton(
         CheckHealth,
         search=search,
         recorder=recorder,

@@ -825,11 +825,42 @@ class ServerSettings(_Section):
     max_request_bytes: Whole = Field(
         default=1_048_576, ge=1024, description="Largest request body accepted (bytes)."
     )
+    allowed_hosts: OptionalText = Field(
+        default=None,
+        description="Host names `serve` answers to besides the loopback names and the "
+        "bind address, comma-separated (*.example.com: any subdomain; *: any name); "
+        "a request for another name gets 421 (DNS rebinding).",
+    )
+    behind_https: bool = Field(
+        default=False,
+        description="`serve` sits behind an HTTPS proxy: the console's session cookie "
+        "is marked Secure.",
+    )
+    console_session_hours: Number = Field(
+        default=12.0, gt=0, le=24 * 30, description="How long a console sign-in lasts."
+    )
+    readiness_timeout_s: Number = Field(
+        default=1.5,
+        gt=0,
+        le=60,
+        description="Longest each /readyz check (search, audit store, spool) may take; "
+        "one that has not answered by then is reported failing.",
+    )
+    login_attempts_per_minute: Whole = Field(
+        default=10,
+        ge=1,
+        description="Failed console sign-ins one client may make per minute; more get 429.",
+    )
 
     @property
     def cors_origin_list(self) -> list[str]:
         origins = split_keywords(self.cors_origins or "")
         return [str(o) for o in origins] if isinstance(origins, list) else []
+
+    @property
+    def allowed_host_list(self) -> list[str]:
+        hosts = split_keywords(self.allowed_hosts or "")
+        return [str(h) for h in hosts] if isinstance(hosts, list) else []
 
     @model_validator(mode="after")
     def _tokens_off_loopback(self) -> ServerSettings:

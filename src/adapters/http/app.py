@@ -30,6 +30,7 @@ from lookup_knowledge.adapters.api import LookupApp
 from lookup_knowledge.adapters.config import ServerSettings, Settings
 from lookup_knowledge.adapters.http.auth import ASGIApp, Receive, Role, Scope, Send, TokenGuard
 from lookup_knowledge.adapters.http.console import console_router
+from lookup_knowledge.adapters.http.hosts import HostCheck, HostPolicy
 from lookup_knowledge.adapters.http.limits import BodySizeLimit
 from lookup_knowledge.adapters.http.problems import install_problem_handlers
 from lookup_knowledge.adapters.http.rest import rest_router
@@ -76,8 +77,9 @@ def create_http_app(
     else:
         server = settings
     guard = TokenGuard(server)
+    hosts = HostPolicy.of(server)
     if mcp:
-        mounts = [mcp_mount(lookup_app, server.host), *mounts]
+        mounts = [mcp_mount(lookup_app, server.host, hosts), *mounts]
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -100,7 +102,9 @@ def create_http_app(
     app.state.lookup_app = lookup_app
     app.state.token_guard = guard
     install_problem_handlers(app)
-    app.include_router(rest_router(lookup_app, guard))
+    app.include_router(
+        rest_router(lookup_app, guard, readiness_timeout_s=server.readiness_timeout_s)
+    )
     for router in routers:
         app.include_router(router)
     for mount in mounts:
@@ -127,17 +131,29 @@ def create_http_app(
             allow_methods=["GET", "POST"],
             allow_headers=["authorization", "content-type"],
         )
-    # Outermost: the size limit runs before anything reads a body.
+    # The size limit runs before anything reads a body; the Host check before all.
     app.add_middleware(BodySizeLimit, max_bytes=server.max_request_bytes)
+    app.add_middleware(HostCheck, policy=hosts)
     return app
 
 
-def mcp_mount(lookup_app: LookupApp, host: str) -> Mount:
+def mcp_mount(lookup_app: LookupApp, host: str, hosts: HostPolicy | None = None) -> Mount:
     """``/mcp``: each MCP session is its own audit session (see ``mcp_server``); its
-    session manager runs for the app's lifetime."""
+    session manager runs for the app's lifetime. ``hosts``: the names ``serve``
+    answers to, which the MCP SDK's own Host and Origin check then accepts too."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
     from lookup_knowledge.adapters.mcp_server import build_mcp_server
 
-    asgi = build_mcp_server(lookup_app).streamable_http_app(host=host)
+    security = None
+    if hosts is not None:
+        security = TransportSecuritySettings(
+            # Its patterns have no "*.example.com": then the HostCheck alone decides.
+            enable_dns_rebinding_protection=not (hosts.any_host or hosts.suffixes),
+            allowed_hosts=hosts.mcp_allowed_hosts(),
+            allowed_origins=hosts.mcp_allowed_origins(),
+        )
+    asgi = build_mcp_server(lookup_app).streamable_http_app(host=host, transport_security=security)
     return Mount("/mcp", asgi, Role.AGENT, lifespan=lambda: asgi.router.lifespan_context(asgi))
 
 

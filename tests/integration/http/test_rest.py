@@ -14,7 +14,7 @@ from lookup_knowledge.adapters.api import LookupApp
 from lookup_knowledge.adapters.config import load_settings
 from lookup_knowledge.adapters.http import create_http_app
 from lookup_knowledge.domain.errors import ConfigurationError
-from tests.support.http import AGENT, AUDITOR, sample_app
+from tests.support.http import AGENT, AUDITOR, LOCAL, sample_app
 
 PROBLEM = "application/problem+json"
 
@@ -28,7 +28,7 @@ def lookup_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LookupApp]:
 
 @pytest.fixture(scope="module")
 def client(lookup_app: LookupApp) -> TestClient:
-    return TestClient(create_http_app(lookup_app))
+    return TestClient(create_http_app(lookup_app), base_url=LOCAL)
 
 
 def _problem(response: Any, status: int, code: str) -> dict[str, object]:
@@ -144,7 +144,7 @@ def test_errors_are_problem_json_with_the_project_codes(client: TestClient) -> N
 
 def test_a_body_over_the_limit_is_refused_before_any_route(lookup_app: LookupApp) -> None:
     settings = load_settings(overrides={"server.max-request-bytes": 2048}).settings
-    client = TestClient(create_http_app(lookup_app, settings))
+    client = TestClient(create_http_app(lookup_app, settings), base_url=LOCAL)
     big = {"query": "x" * 4096, "session_id": "big"}
     _problem(client.post("/v1/lookup", json=big), 413, "request_too_large")
 
@@ -198,7 +198,7 @@ def test_security_headers_and_cors_off_by_default(client: TestClient) -> None:
 
 def test_cors_allows_only_the_configured_origins(lookup_app: LookupApp) -> None:
     settings = load_settings(overrides={"server.cors-origins": "https://ops.example"}).settings
-    client = TestClient(create_http_app(lookup_app, settings))
+    client = TestClient(create_http_app(lookup_app, settings), base_url=LOCAL)
     ok = client.get("/healthz", headers={"origin": "https://ops.example"})
     assert ok.headers["access-control-allow-origin"] == "https://ops.example"
     other = client.get("/healthz", headers={"origin": "https://evil.example"})
@@ -234,7 +234,7 @@ def guarded(lookup_app: LookupApp) -> TestClient:
             "server.agent-token": AGENT,
         }
     ).settings
-    return TestClient(create_http_app(lookup_app, settings))
+    return TestClient(create_http_app(lookup_app, settings), base_url=LOCAL)
 
 
 def _bearer(token: str) -> dict[str, str]:
@@ -327,7 +327,8 @@ def test_mounted_apps_and_extra_routers_get_the_same_guard(lookup_app: LookupApp
     client = TestClient(
         create_http_app(
             lookup_app, settings, routers=[extra], mounts=[Mount("/mcp", inner)], mcp=False
-        )
+        ),
+        base_url=LOCAL,
     )
     _problem(client.get("/mcp"), 401, "unauthorized")
     _problem(client.get("/mcp", headers=_bearer(AUDITOR)), 403, "forbidden")

@@ -9,6 +9,7 @@ from fastapi.testclient import TestClient
 
 from lookup_knowledge import create_app
 from lookup_knowledge.adapters.http import create_http_app
+from tests.support.http import LOCAL
 
 
 def test_the_principal_in_the_body_decides_what_is_seen(tmp_path: Path) -> None:
@@ -29,7 +30,7 @@ def test_the_principal_in_the_body_decides_what_is_seen(tmp_path: Path) -> None:
                 f"# Plan\n\nThe resolver plan ({tenant}-marker).\n", "utf-8"
             )
             app.ingest([folder], tenant=tenant)
-        client = TestClient(create_http_app(app))
+        client = TestClient(create_http_app(app), base_url=LOCAL)
         body = {"query": "resolver plan", "session_id": "r-acme"}
         seen = client.post("/v1/lookup", json={**body, "principal": {"tenant": "acme"}}).json()
         assert seen["evidenceBlocks"]
