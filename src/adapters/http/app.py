@@ -18,6 +18,7 @@ Extension points, so that a later feature is a few lines here:
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -63,12 +64,14 @@ def create_http_app(
     routers: Sequence[APIRouter] = (),
     mounts: Sequence[Mount] = (),
     mcp: bool = True,
+    console_clock: Callable[[], float] = time.time,
 ) -> FastAPI:
     """The HTTP API, the console, the probes and (``mcp``) the MCP streamable-HTTP
     endpoint ``/mcp`` (the server of ``lookup-knowledge mcp --transport http``, agent
     scope) over ``lookup_app``.
 
-    ``settings`` defaults to the app's own ``server.*`` settings.
+    ``settings`` defaults to the app's own ``server.*`` settings. ``console_clock``
+    (epoch seconds): the clock of console session expiry and the login throttle.
     """
     if settings is None:
         server = lookup_app.settings.server
@@ -113,7 +116,7 @@ def create_http_app(
         app.router.routes.append(
             Route(mount.path, endpoint=_Endpoint(guard.guard_asgi(mount.app, mount.role)))
         )
-    app.include_router(console_router(lookup_app, guard))
+    app.include_router(console_router(lookup_app, guard, server, now=console_clock))
 
     @app.middleware("http")
     async def security_headers(

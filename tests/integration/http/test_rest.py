@@ -14,6 +14,7 @@ from lookup_knowledge.adapters.api import LookupApp
 from lookup_knowledge.adapters.config import load_settings
 from lookup_knowledge.adapters.http import create_http_app
 from lookup_knowledge.domain.errors import ConfigurationError
+from tests.integration.http.test_console_signin import sign_in
 from tests.support.http import AGENT, AUDITOR, LOCAL, sample_app
 
 PROBLEM = "application/problem+json"
@@ -291,16 +292,17 @@ def test_the_console_needs_the_auditor_token_too(guarded: TestClient) -> None:
         assert "dns ttl" not in denied.text
         assert guarded.get(path, headers=_bearer(AGENT)).status_code == 401
     assert guarded.get("/", headers=_bearer(AUDITOR)).status_code == 200
-    # a browser signs in once: the token goes to an HTTP-only cookie
-    refused = guarded.post("/login", data={"token": AGENT}, follow_redirects=False)
-    assert refused.status_code == 401
-    signed = guarded.post("/login", data={"token": AUDITOR}, follow_redirects=False)
-    assert signed.status_code == 303
-    cookie = signed.headers["set-cookie"]
+    # a browser signs in once: a signed session in an HTTP-only cookie (not the token)
+    refused = sign_in(guarded, AGENT)
+    assert refused.status_code == 401  # type: ignore[attr-defined]
+    signed = sign_in(guarded, AUDITOR)
+    assert signed.status_code == 303  # type: ignore[attr-defined]
+    cookie = signed.headers["set-cookie"]  # type: ignore[attr-defined]
     assert "HttpOnly" in cookie
     assert "SameSite=strict" in cookie
+    assert AUDITOR not in cookie
     assert guarded.get("/sessions/scoped").status_code == 200
-    guarded.post("/logout")
+    assert guarded.post("/logout", follow_redirects=False).status_code == 403  # no CSRF token
     guarded.cookies.clear()
     assert guarded.get("/").status_code == 401
 
