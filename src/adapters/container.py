@@ -201,7 +201,9 @@ def _sql_recorder(engine: Engine, settings: Settings) -> Iterator[SqlToolInvocat
         settings.audit_spool_dir,
         write_behind=True,
         linger_s=AUDIT_LINGER_S,
-        fsync=settings.audit.durability is AuditDurability.FSYNC,
+        fsync=settings.audit.durability is not AuditDurability.PROCESS,
+        commit_before_return=settings.audit.durability is AuditDurability.DATABASE,
+        adopt_unbound_journals=settings.audit.adopt_unbound_journals,
         keep_shown_text=settings.audit.keep_shown_text,
         prepare=(lambda: upgrade_database(engine)) if engine in _UNMIGRATED else None,
     )

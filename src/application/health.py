@@ -123,9 +123,15 @@ class CheckHealth:
         try:
             pending = self._recorder.pending_count()
             failures = self._recorder.failure_count()
+            stranded = self._recorder.stranded_count()
         except LookupKnowledgeError as error:
             return ComponentHealth("audit spool", False, f"{error.code}: {error.message}")
         detail = f"{pending} record(s) waiting for the database, {failures} write failure(s)"
+        if stranded:
+            detail += (
+                f"; {stranded} record(s) in journals of another audit database left "
+                "untouched (start a process configured for it to move them)"
+            )
         return ComponentHealth("audit spool", True, detail, pending)
 
 

@@ -148,6 +148,7 @@ class SearchBackend(StrEnum):
 class AuditDurability(StrEnum):
     FSYNC = "fsync"
     PROCESS = "process"
+    DATABASE = "database"
 
 
 class EmbedderProvider(StrEnum):
@@ -632,9 +633,16 @@ class AuditSettings(_Section):
     )
     durability: AuditDurability = Field(
         default=AuditDurability.FSYNC,
-        description="How durable a record is when the lookup returns: fsync (on disk: "
-        "survives a crash of the machine) or process (handed to the operating system, "
-        "no fsync: survives the process being killed, not a power cut).",
+        description="How durable a record is when the lookup returns: fsync (in the "
+        "local journal, on disk: survives a crash of the machine), process (handed to "
+        "the operating system, no fsync: survives the process being killed, not a power "
+        "cut) or database (committed in the audit database; a lookup whose record "
+        "cannot be committed is not answered: for replicas without a persistent disk).",
+    )
+    adopt_unbound_journals: bool = Field(
+        default=False,
+        description="Move journal records written before journals named their database "
+        "(older versions) into this database; off: they are left and reported.",
     )
     auto_migrate: bool = Field(default=True, description="Upgrade the audit schema on start-up.")
     keep_shown_text: bool = Field(

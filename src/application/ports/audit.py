@@ -148,6 +148,11 @@ class ToolInvocationRecorder(ABC):
     @abstractmethod
     def failure_count(self) -> int: ...
 
+    def stranded_count(self) -> int:
+        """Records in the journal directory written for another audit database, left
+        there untouched (reported by the health check); 0 where there is no journal."""
+        return 0
+
     def close(self) -> None:  # noqa: B027 - optional hook, most fakes hold nothing
         """Release resources."""
 
