@@ -28,6 +28,7 @@ ERROR_TYPES = (
     "IngestConflict",
     "AuditError",
     "AuditUnavailable",
+    "AuditNotRecorded",
     "JudgeError",
     "NotFoundError",
     "InternalError",

@@ -67,7 +67,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import JSON, Connection, Engine, Table, func, insert, select, text
-from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
 
 from lookup_knowledge.adapters.audit.backoff import Backoff
 from lookup_knowledge.adapters.audit.codec import clean_invocation, without_shown_text
@@ -87,6 +87,7 @@ E = invocation_evidence
 
 logger = logging.getLogger(__name__)
 
+_COMMIT_ATTEMPTS = 3  # audit.durability=database: waits for SQLite's write lock
 _IDLE_WAKE_S = 60.0  # the background writer's check for a recorder nobody closed
 _ID_CHUNK = 500
 # Journal entries moved into the database per transaction (256 measured ~1.5x slower
@@ -337,8 +338,17 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
                 "(audit.durability=database)"
             )
         try:
-            self._write_batch([clean])
-        except Exception as error:
+            for attempt in range(1, _COMMIT_ATTEMPTS + 1):
+                try:
+                    self._write_batch([clean])
+                    break
+                except OperationalError as error:
+                    # SQLite's lock outlasted the busy timeout (a large batch of another
+                    # writer): worth another wait; anything else fails at once.
+                    if not self._is_sqlite or attempt == _COMMIT_ATTEMPTS:
+                        raise
+                    logger.debug("audit commit waited out the SQLite lock: %s", error)
+        except Exception as error:  # any failure: the lookup is not answered
             self._note_failure(error, clean.id, "commit", backoff=not is_permanent(error))
             reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
             raise AuditNotRecorded(
