@@ -25,6 +25,15 @@ Usage:
         python benchmarks/bench_audit.py [--invocations 1000000] [--verify-calls 200]
     python benchmarks/bench_audit.py --writes-only   # (a) only
     python benchmarks/bench_audit.py --in-lookups 300 [--data-dir DIR]   # (c) only
+    python benchmarks/bench_audit.py --durability 1000   # (d) only
+
+(d) ``--durability N``: what ``record`` costs the lookup under each ``audit.durability``,
+    each recorder built as the container builds it: ``fsync`` (journal fsync'd,
+    write-behind), ``process`` (journal not fsync'd, write-behind) and ``database``
+    (committed in the database before it returns), on SQLite (a temp file) and, with a
+    URL, PostgreSQL; N records sequentially, then N across ``--threads`` writers; runs
+    interleaved per block of 50 records in rotating order; prints p50/p95 and the ratios
+    to ``fsync``.
 
 The URL names any database on the server; the benchmark connects there to create and
 finally drop its own database (``--bench-db``, default ``lookup_bench``).
@@ -544,6 +553,78 @@ def bench_in_lookups(
         )
 
 
+# --------------------------------------------------------------------------- durability
+
+DURABILITIES = ("fsync", "process", "database")
+
+
+def durability_recorder(engine: Engine, spool: Path, durability: str) -> SqlToolInvocationRecorder:
+    """The recorder ``_sql_recorder`` builds for ``audit.durability=durability``."""
+    from lookup_knowledge.adapters import container as container_module
+
+    return SqlToolInvocationRecorder(
+        engine,
+        spool,
+        write_behind=True,
+        linger_s=container_module.AUDIT_LINGER_S,
+        fsync=durability != "process",
+        commit_before_return=durability == "database",  # type: ignore[call-arg]
+    )
+
+
+def bench_durability(label: str, engine: Engine, records: int, threads: int) -> None:
+    block = 50
+    with tempfile.TemporaryDirectory() as spool:
+        recorders = {d: durability_recorder(engine, Path(spool) / d, d) for d in DURABILITIES}
+        sequential: dict[str, list[float]] = {d: [] for d in DURABILITIES}
+        stamp = uuid.uuid4().hex[:8]
+        for b in range(0, records, block):
+            turn = (b // block) % len(DURABILITIES)
+            for d in DURABILITIES[turn:] + DURABILITIES[:turn]:
+                for n in range(b, min(b + block, records)):
+                    record = make_record(f"durability-{d}-{stamp}", n)
+                    t0 = time.perf_counter()
+                    if recorders[d].record(record) not in WRITTEN:
+                        raise SystemExit(f"{label} {d}: record {n} not written")
+                    sequential[d].append((time.perf_counter() - t0) * 1000)
+        concurrent: dict[str, list[float]] = {}
+        for d in DURABILITIES:
+            lock = threading.Lock()
+            found: list[float] = []
+
+            def work(
+                t: int, d: str = d, found: list[float] = found, lock: threading.Lock = lock
+            ) -> None:
+                mine = []
+                for n in range(records // threads):
+                    record = make_record(f"durability-{d}-{stamp}-{t}", n)
+                    t0 = time.perf_counter()
+                    recorders[d].record(record)
+                    mine.append((time.perf_counter() - t0) * 1000)
+                with lock:
+                    found.extend(mine)
+
+            workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.join()
+            concurrent[d] = found
+        for recorder in recorders.values():
+            if not recorder.flush(timeout_s=600):
+                raise SystemExit(f"{label}: records still pending after the run")
+            recorder.close()
+    base_seq, base_con = pct(sequential["fsync"], 50), pct(concurrent["fsync"], 50)
+    for d in DURABILITIES:
+        s50, s95 = pct(sequential[d], 50), pct(sequential[d], 95)
+        c50, c95 = pct(concurrent[d], 50), pct(concurrent[d], 95)
+        print(
+            f"  {label:<11} durability={d:<9} record() sequential p50 {s50:6.2f} ms "
+            f"p95 {s95:6.2f} ms ({s50 / base_seq:5.2f}x fsync); {threads} threads p50 "
+            f"{c50:6.2f} ms p95 {c95:6.2f} ms ({c50 / base_con:5.2f}x fsync)"
+        )
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -571,6 +652,7 @@ def main(argv: list[str] | None = None) -> int:
         "--writes-only", action="store_true", help="(a) only: no bulk load, no verify"
     )
     parser.add_argument("--in-lookups", type=int, default=0, metavar="N", help="(c) only")
+    parser.add_argument("--durability", type=int, default=0, metavar="N", help="(d) only")
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--data-dir", type=Path, default=None)
     parser.add_argument("--embedder", default="onnx-minilm")
@@ -584,6 +666,22 @@ def main(argv: list[str] | None = None) -> int:
         bench_in_lookups(
             args.in_lookups, args.warmup, args.data_dir, args.embedder, args.compare_inline
         )
+        return 0
+    if args.durability:
+        print(f"audit benchmark (d)  python {sys.version.split()[0]}  cpus {os.cpu_count()}")
+        print(
+            f"  fsync of a 1 KB append on this disk: p50 {probe_fsync(Path(tempfile.gettempdir())):.2f} ms"
+        )
+        with tempfile.TemporaryDirectory() as tmp:
+            sqlite = create_audit_engine(f"sqlite:///{Path(tmp) / 'bench.db'}")
+            upgrade_database(sqlite)
+            bench_durability("SQLite", sqlite, args.durability, args.threads)
+            sqlite.dispose()
+        if args.url:
+            pg = create_audit_engine(server_url(args.url), pool_size=args.threads + 1)
+            upgrade_database(pg)
+            bench_durability("PostgreSQL", pg, args.durability, args.threads)
+            pg.dispose()
         return 0
     if not args.bench_db.replace("_", "").isalnum():
         raise SystemExit("--bench-db must be letters, digits and underscores")

@@ -29,6 +29,7 @@ ERROR_TYPES = (
     "IngestConflict",
     "AuditError",
     "AuditUnavailable",
+    "AuditNotRecorded",
     "JudgeError",
     "NotFoundError",
     "InternalError",

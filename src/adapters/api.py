@@ -426,15 +426,17 @@ class LookupApp:
                 loading.join()
             self._leave()
 
-    def health(self) -> Health:
+    def health(self, timeout_s: float | None = None) -> Health:
         """Live check of the knowledge search, the audit store and the spool (a readiness
-        probe): ``ok`` is false when lookups cannot be answered or recorded now."""
+        probe): ``ok`` is false when lookups cannot be answered or recorded now.
+        ``timeout_s``: each check's bound; one that has not answered by then is reported
+        failing (``/readyz`` passes ``server.readiness-timeout-s``)."""
         with self._call():
-            health: Health = self._container.health().execute()
+            health: Health = self._container.health().execute(timeout_s)
         return health
 
-    async def ahealth(self) -> Health:
-        return await self._in_pool(self.health)
+    async def ahealth(self, timeout_s: float | None = None) -> Health:
+        return await self._in_pool(partial(self.health, timeout_s))
 
     def evidence_text(
         self, document_ids: Sequence[str], *, tenant: str | None = None

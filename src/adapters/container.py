@@ -202,7 +202,9 @@ def _sql_recorder(engine: Engine, settings: Settings) -> Iterator[SqlToolInvocat
         settings.audit_spool_dir,
         write_behind=True,
         linger_s=AUDIT_LINGER_S,
-        fsync=settings.audit.durability is AuditDurability.FSYNC,
+        fsync=settings.audit.durability is not AuditDurability.PROCESS,
+        commit_before_return=settings.audit.durability is AuditDurability.DATABASE,
+        adopt_unbound_journals=settings.audit.adopt_unbound_journals,
         keep_shown_text=settings.audit.keep_shown_text,
         prepare=(lambda: upgrade_database(engine)) if engine in _UNMIGRATED else None,
     )
@@ -383,7 +385,8 @@ class Container(containers.DeclarativeContainer):
     document_source = providers.Factory(FileDocumentSource)
     audit_schema = providers.Factory(AlembicAuditSchema, providers.Callable(_audit_url, settings))
 
-    health = providers.Factory(
+    # One per app: it remembers the checks still in flight (see CheckHealth).
+    health = providers.Singleton(
         CheckHealth,
         search=search,
         recorder=recorder,

@@ -48,6 +48,7 @@ from lookup_knowledge.application.ports import (
     ToolInvocationRecorder,
     WordStemmer,
     check_session_id,
+    require_text,
 )
 from lookup_knowledge.domain.answer_check import (
     CHECKER_VERSION,
@@ -137,7 +138,7 @@ def _answer_text(answer: object) -> str:
         raise InvalidInputError("answer must be a non-empty string")
     if len(answer) > MAX_ANSWER_CHARS:
         raise InvalidInputError(f"answer is longer than {MAX_ANSWER_CHARS} characters")
-    return answer
+    return require_text("answer", answer)
 
 
 def claude_content(answer: object) -> Sequence[object]:

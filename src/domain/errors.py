@@ -150,6 +150,13 @@ class AuditUnavailable(AuditError):
     code = "audit_unavailable"
 
 
+class AuditNotRecorded(AuditUnavailable):
+    """A lookup's record was not committed where it must be before the lookup returns
+    (``audit.durability=database``): the lookup is not answered."""
+
+    code = "audit_not_recorded"
+
+
 class JudgeError(LookupKnowledgeError):
     """An optional claim judge (NLI / LLM over HTTP) could not give an opinion."""
 

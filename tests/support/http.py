@@ -62,3 +62,8 @@ def served(asgi_app: object) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(30)
+
+
+#: The base URL of in-process test clients: a loopback name ``serve`` answers to (the
+#: TestClient's default ``testserver`` is a foreign Host, refused with 421).
+LOCAL = "http://localhost"

@@ -18,7 +18,7 @@ from sqlalchemy import Connection, Engine, and_, func, insert, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from lookup_knowledge.adapters.audit.codec import clean_json, clean_text
-from lookup_knowledge.adapters.audit.errors import translate
+from lookup_knowledge.adapters.audit.errors import translate, translate_query
 from lookup_knowledge.adapters.audit.models import (
     answer_check,
     claim_check,
@@ -60,8 +60,8 @@ def _run(engine: Engine, doing: str, work: Callable[[Connection], R]) -> R:
     try:
         with engine.connect() as conn:
             return work(conn)
-    except SQLAlchemyError as error:
-        raise translate(error, doing) from error
+    except (SQLAlchemyError, UnicodeError) as error:
+        raise translate_query(error, doing) from error
 
 
 def _time_conditions(column: Any, time_range: TimeRange) -> list[Any]:

@@ -10,6 +10,7 @@ timeout.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,24 @@ def normalise_url(url: str | URL) -> URL:
             "audit.url", _redact(url), "only sqlite and postgresql audit databases are supported"
         )
     return parsed
+
+
+def database_key(url: str | URL) -> str:
+    """Which database a URL names, as a short stable key without its secret: a hash of
+    the URL (driver normalised, password removed). The audit journal binds each record
+    to it, so a record is only ever moved into the database it was written for."""
+    parsed = normalise_url(url)
+    # ``URL.set(password=None)`` leaves the password as it is: build the URL anew.
+    bare = URL.create(
+        parsed.drivername,
+        username=parsed.username,
+        host=parsed.host,
+        port=parsed.port,
+        database=parsed.database,
+        query=parsed.query,
+    )
+    rendered = bare.render_as_string(hide_password=False)
+    return hashlib.sha256(rendered.encode("utf-8")).hexdigest()[:16]
 
 
 def _redact(url: str | URL) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import exc
 
-from lookup_knowledge.domain.errors import AuditError, AuditUnavailable
+from lookup_knowledge.domain.errors import AuditError, AuditUnavailable, InvalidInputError
 
 _UNAVAILABLE = (exc.OperationalError, exc.InterfaceError, exc.DisconnectionError, exc.TimeoutError)
 
@@ -47,3 +47,15 @@ def translate(error: exc.SQLAlchemyError, doing: str) -> AuditError:
     if is_unavailable(error):
         return AuditUnavailable(f"audit database unavailable while {doing}: {detail}")
     return AuditError(f"audit database error while {doing}: {detail}")
+
+
+def translate_query(error: exc.SQLAlchemyError | UnicodeError, doing: str) -> Exception:
+    """A reader's failure: a value the driver cannot send (a NUL to PostgreSQL, a lone
+    surrogate to SQLite's UTF-8 encoder) is the caller's bad input, not a store failure;
+    the rest as ``translate``. Inputs are checked before they get here
+    (``require_text``): this is the net under that check."""
+    if isinstance(error, UnicodeError | exc.DataError):
+        detail = str(getattr(error, "orig", None) or error).strip().splitlines()
+        reason = detail[0] if detail else type(error).__name__
+        return InvalidInputError(f"a value cannot be used while {doing}: {reason}")
+    return translate(error, doing)

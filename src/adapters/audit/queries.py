@@ -32,7 +32,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import SQLAlchemyError
 
 from lookup_knowledge.adapters.audit.answer_checks import claim_counts
-from lookup_knowledge.adapters.audit.errors import translate
+from lookup_knowledge.adapters.audit.errors import translate_query
 from lookup_knowledge.adapters.audit.models import invocation_evidence, tool_invocation
 from lookup_knowledge.application.ports import (
     AuditQueries,
@@ -213,8 +213,8 @@ class SqlAuditQueries(AuditQueries):
         try:
             with self._engine.connect() as conn:
                 return work(conn)
-        except SQLAlchemyError as error:
-            raise translate(error, doing) from error
+        except (SQLAlchemyError, UnicodeError) as error:
+            raise translate_query(error, doing) from error
 
     # ------------------------------------------------------------------ invocations
 

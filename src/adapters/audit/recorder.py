@@ -35,6 +35,17 @@ that the database does not hold yet; ``flush`` waits for those too. A Verifier i
 process is therefore never told "unknown, conclusive" about a record that is only in a
 journal.
 
+With ``commit_before_return`` (``audit.durability=database``, for replicas whose disk
+does not outlive them) ``record`` writes the record into the database itself, in its own
+transaction, and returns ``COMMITTED`` only once it is committed; when it cannot (the
+database refuses or is away, or is in its backoff after a failure) it raises
+``AuditNotRecorded`` and keeps nothing: the lookup is then not answered, so no answer
+exists that the store does not hold. The journal still exists for the records of other
+journals adopted from the directory.
+
+Every journal line names the database it is for (``database_key``, see ``spool.py``): a
+journal left by a process configured for another database is never moved into this one.
+
 ``close`` (also run at interpreter exit) stops the writer and makes one attempt to move
 what is pending; what the database does not take stays in the journal for the next
 recorder on the directory. A record arriving after ``close`` still goes to a journal file
@@ -56,11 +67,11 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import JSON, Connection, Engine, Table, func, insert, select, text
-from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
 
 from lookup_knowledge.adapters.audit.backoff import Backoff
 from lookup_knowledge.adapters.audit.codec import clean_invocation, without_shown_text
-from lookup_knowledge.adapters.audit.engine import SQLITE_BEGIN_OPTION
+from lookup_knowledge.adapters.audit.engine import SQLITE_BEGIN_OPTION, database_key
 from lookup_knowledge.adapters.audit.errors import is_permanent, is_seq_conflict
 from lookup_knowledge.adapters.audit.models import invocation_evidence, tool_invocation
 from lookup_knowledge.adapters.audit.spool import EntryState, Spool, SpoolClosed, SpoolEntry
@@ -69,13 +80,14 @@ from lookup_knowledge.application.ports import (
     ToolInvocation,
     ToolInvocationRecorder,
 )
-from lookup_knowledge.domain.errors import AuditError
+from lookup_knowledge.domain.errors import AuditError, AuditNotRecorded
 
 T = tool_invocation
 E = invocation_evidence
 
 logger = logging.getLogger(__name__)
 
+_COMMIT_ATTEMPTS = 3  # audit.durability=database: waits for SQLite's write lock
 _IDLE_WAKE_S = 60.0  # the background writer's check for a recorder nobody closed
 _ID_CHUNK = 500
 # Journal entries moved into the database per transaction (256 measured ~1.5x slower
@@ -206,6 +218,8 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
         linger_s: float = 0.0,
         keep_shown_text: bool = True,
         prepare: Callable[[], object] | None = None,
+        commit_before_return: bool = False,
+        adopt_unbound_journals: bool = True,
     ) -> None:
         """``fsync`` False: journal appends are not fsync'd (``audit.durability=process``).
 
@@ -222,7 +236,13 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
 
         ``prepare``: what must succeed once before the first write (the schema migration
         a start-up could not run because the database was down); until it has, every
-        write counts as failed, so records stay in the journal and are moved after it."""
+        write counts as failed, so records stay in the journal and are moved after it.
+
+        ``commit_before_return``: ``record`` commits the record into the database before
+        it returns, or raises ``AuditNotRecorded`` (``audit.durability=database``).
+        ``adopt_unbound_journals``: journal lines written before lines named their
+        database are moved into this one (the container passes
+        ``audit.adopt-unbound-journals``, off by default)."""
         if background_drain_s is not None and not background_drain_s > 0:
             raise ValueError("background_drain_s must be > 0 or None")
         if write_behind and background_drain_s is None:
@@ -241,7 +261,13 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
         self._prepare_lock = threading.Lock()
         self._is_pg = engine.dialect.name == "postgresql"
         self._is_sqlite = engine.dialect.name == "sqlite"
-        self._spool = Spool(spool_dir, fsync=fsync)
+        self._commit_before_return = commit_before_return
+        self._spool = Spool(
+            spool_dir,
+            fsync=fsync,
+            database=database_key(engine.url),
+            adopt_unbound=adopt_unbound_journals,
+        )
         self._lock = threading.RLock()  # closing + counters
         self._replay_lock = threading.Lock()  # one mover at a time
         self._failures = 0
@@ -276,6 +302,8 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
         clean = clean_invocation(invocation)
         if not self._keep_shown_text:
             clean = without_shown_text(clean)
+        if self._commit_before_return:
+            return self._commit_now(clean)
         if self._closed:
             return self._keep_late(clean)
         try:
@@ -299,11 +327,42 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
         self._wake.set()  # the background writer retries once the backoff is over
         return RecordOutcome.SPOOLED
 
+    def _commit_now(self, clean: ToolInvocation) -> RecordOutcome:
+        """``audit.durability=database``: committed in the database now, or not at all."""
+        if self._in_backoff():
+            with self._lock:
+                self._failures += 1
+            raise AuditNotRecorded(
+                "the audit database failed a moment ago and is left alone for "
+                f"{self._backoff.seconds_left():.1f} s; the lookup is not answered "
+                "(audit.durability=database)"
+            )
+        try:
+            for attempt in range(1, _COMMIT_ATTEMPTS + 1):
+                try:
+                    self._write_batch([clean])
+                    break
+                except OperationalError as error:
+                    # SQLite's lock outlasted the busy timeout (a large batch of another
+                    # writer): worth another wait; anything else fails at once.
+                    if not self._is_sqlite or attempt == _COMMIT_ATTEMPTS:
+                        raise
+                    logger.debug("audit commit waited out the SQLite lock: %s", error)
+        except Exception as error:  # any failure: the lookup is not answered
+            self._note_failure(error, clean.id, "commit", backoff=not is_permanent(error))
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            raise AuditNotRecorded(
+                f"the audit record could not be committed ({type(error).__name__}: "
+                f"{reason[:200]}); the lookup is not answered (audit.durability=database)"
+            ) from error
+        self._note_success()
+        return RecordOutcome.COMMITTED
+
     def _keep_late(self, clean: ToolInvocation) -> RecordOutcome:
         """Closed (a lookup that was in flight): a journal file of its own, left unlocked
         for the next recorder on this directory to adopt; raises ``AuditError`` only if
         the disk refuses."""
-        late = Spool(self._spool.directory, fsync=self._fsync)
+        late = Spool(self._spool.directory, fsync=self._fsync, database=self._spool.database)
         try:
             late.append(clean, cleaned=True)
         finally:
@@ -381,6 +440,10 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
     def rejected_count(self) -> int:
         """Records (or journal lines) set aside in ``rejected.jsonl``: kept, never replayed."""
         return self._spool.rejected_count()
+
+    def stranded_count(self) -> int:
+        """Records in orphan journals of another database, left in the directory."""
+        return self._spool.stranded_count()
 
     def close(self) -> None:
         """Stop the background writer, make one attempt (unless in backoff) to move what

@@ -29,6 +29,15 @@ records replay in the order of its lookups whichever process ran them. Without `
 
 Other processes' spools are readable (``foreign_ids``), so that one process can tell
 that records of a session are still pending in another.
+
+A journal is bound to its database: every line names the database it is for (``db``: a
+hash of the database URL without its password, ``database_key``). A spool adopts, and
+counts as pending, only the lines of its own database; an orphan file holding a line of
+another database is left where it is, untouched, reported (a warning, and
+``stranded_count`` for the health check) for a process configured for that database to
+move. Lines written before the binding (no ``db``) are adopted only when the spool is
+told to (``adopt_unbound``; ``audit.adopt-unbound-journals``), else left and reported the
+same way: nothing is ever moved into a database it was not written for.
 """
 
 from __future__ import annotations
@@ -92,19 +101,27 @@ class SpoolClosed(AuditError):
     """An append to a journal that was closed meanwhile (the recorder is shutting down)."""
 
 
-def encode(invocation: ToolInvocation, *, cleaned: bool = False) -> str:
-    """One journal line; ``cleaned``: the record comes from ``clean_invocation``."""
-    body = json.dumps(
-        {"v": FORMAT_VERSION, "invocation": to_json(invocation, cleaned=cleaned)},
-        ensure_ascii=True,
-        separators=(",", ":"),
-        allow_nan=False,
-    )
+def encode(
+    invocation: ToolInvocation, *, cleaned: bool = False, database: str | None = None
+) -> str:
+    """One journal line; ``cleaned``: the record comes from ``clean_invocation``;
+    ``database``: the key of the database it is for (``database_key``)."""
+    document: dict[str, object] = {"v": FORMAT_VERSION}
+    if database is not None:
+        document["db"] = database
+    document["invocation"] = to_json(invocation, cleaned=cleaned)
+    body = json.dumps(document, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
     return f"{zlib.crc32(body.encode('ascii')):08x} {body}\n"
 
 
 def decode(line: str) -> ToolInvocation:
     """Raises ``ValueError`` with the reason when the line is not a sound record."""
+    return decode_bound(line)[0]
+
+
+def decode_bound(line: str) -> tuple[ToolInvocation, str | None]:
+    """The record and the key of the database it is for (None: written before the
+    binding); ``ValueError`` with the reason when the line is not a sound record."""
     text = line.rstrip("\n")
     if not line.endswith("\n"):
         raise ValueError("truncated line (no line end)")
@@ -125,9 +142,12 @@ def decode(line: str) -> ToolInvocation:
                 f"unknown spool format {data.get('v') if isinstance(data, dict) else data!r}"
             )
         invocation = from_json(data["invocation"])  # validates on construction
+        database = data.get("db")
+        if database is not None and not isinstance(database, str):
+            raise ValueError(f"malformed database key {database!r}")
     except (KeyError, TypeError, ValueError, AuditError) as error:
         raise ValueError(f"undecodable record: {error}") from None
-    return invocation
+    return invocation, database
 
 
 def _fsync_dir(path: Path) -> None:
@@ -162,9 +182,22 @@ def _try_lock(handle: IO[Any]) -> bool:
 class Spool:
     """Thread-safe; every append durable (``fsync`` True: on disk, group-committed)."""
 
-    def __init__(self, directory: str | os.PathLike[str], *, fsync: bool = True) -> None:
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        fsync: bool = True,
+        database: str | None = None,
+        adopt_unbound: bool = True,
+    ) -> None:
+        """``database``: the key of the database this journal is for (None: unbound, it
+        takes every line, as before the binding); ``adopt_unbound``: whether lines
+        written before the binding are this journal's too."""
         self.directory = Path(directory)
         self._fsync = fsync
+        self.database = database
+        self._adopt_unbound = adopt_unbound
+        self._stranded: dict[str, int] = {}  # orphan file -> lines left for another db
         self._token = uuid.uuid4().hex
         self._entries: deque[SpoolEntry] = deque()
         self._handle: IO[str] | None = None
@@ -230,9 +263,11 @@ class Spool:
                             if needle is not None and needle not in line:
                                 continue
                             try:
-                                invocation = decode(line)
+                                invocation, database = decode_bound(line)
                             except ValueError:
                                 continue
+                            if not self.belongs(database):
+                                continue  # never moved here: not pending here either
                             if session_id is None or invocation.session_id == session_id:
                                 ids.add(invocation.id.lower())
                 except FileNotFoundError:
@@ -258,6 +293,20 @@ class Spool:
     def rejected_count(self) -> int:
         return self._rejected
 
+    def belongs(self, database: str | None) -> bool:
+        """Whether a line for ``database`` is this journal's to move."""
+        if self.database is None:
+            return True
+        if database is None:
+            return self._adopt_unbound
+        return database == self.database
+
+    def stranded_count(self) -> int:
+        """Records in orphan journals of another database (or written before the
+        binding, when those are not adopted), left in the directory untouched."""
+        with self._lock:
+            return sum(self._stranded.values())
+
     def head(self) -> SpoolEntry | None:
         with self._lock:
             return self._entries[0] if self._entries else None
@@ -277,7 +326,7 @@ class Spool:
         The write happens under the lock; the ``fsync`` after it, outside: the first
         thread to get there syncs what every thread has written so far (group commit).
         """
-        entry = SpoolEntry(encode(invocation, cleaned=cleaned), invocation)
+        entry = SpoolEntry(encode(invocation, cleaned=cleaned, database=self.database), invocation)
         with self._lock:
             if self._closed:
                 raise SpoolClosed(f"the audit spool {self.path} is closed")
@@ -475,14 +524,23 @@ class Spool:
     def _adopt(self, *paths: Path) -> int:
         """Adopt those of ``paths`` that are orphans, merged in ``started_at`` order."""
         with self._lock:
+            present = {p.name for p in paths}
+            self._stranded = {n: c for n, c in self._stranded.items() if n in present}
             orphans: list[tuple[Path, IO[str], list[SpoolEntry]]] = []
             try:
                 for path in paths:
                     handle = self._lock_orphan(path)
                     if handle is None:
                         continue
-                    orphans.append((path, handle, []))
-                    orphans[-1][2].extend(self._read_orphan(path, handle))
+                    entries, bad, foreign = self._read_orphan(handle)
+                    if foreign:
+                        handle.close()
+                        self._strand(path, foreign)
+                        continue
+                    self._stranded.pop(path.name, None)
+                    for line, reason in bad:
+                        self.reject(line, reason, path.name)
+                    orphans.append((path, handle, entries))
                 # Oldest first; each file keeps its own order, ties go to the older file.
                 orphans.sort(
                     key=lambda o: (
@@ -539,18 +597,43 @@ class Spool:
             raise
         return handle
 
-    def _read_orphan(self, path: Path, handle: IO[str]) -> list[SpoolEntry]:
-        """The sound lines, kept as they are (a recorder journals only cleaned records,
-        and the checksum vouches for the line): adopting does not encode them again."""
+    def _read_orphan(self, handle: IO[str]) -> tuple[list[SpoolEntry], list[tuple[str, str]], int]:
+        """The sound lines, the damaged ones (with the reason) and how many lines are
+        not this journal's (another database's, or unbound ones it does not adopt).
+        Lines are kept as they are (a recorder journals only cleaned records, and the
+        checksum vouches for the line); an unbound line adopted is bound to this
+        journal's database."""
         good: list[SpoolEntry] = []
+        bad: list[tuple[str, str]] = []
+        foreign = 0
         for number, line in enumerate(handle, 1):
             if not line.strip():
                 continue
             try:
-                good.append(SpoolEntry(line, decode(line)))
+                invocation, database = decode_bound(line)
             except ValueError as reason:
-                self.reject(line, f"line {number}: {reason}", path.name)
-        return good
+                bad.append((line, f"line {number}: {reason}"))
+                continue
+            if not self.belongs(database):
+                foreign += 1
+            elif database is None and self.database is not None:
+                line = encode(invocation, cleaned=True, database=self.database)
+            good.append(SpoolEntry(line, invocation))
+        return good, bad, foreign
+
+    def _strand(self, path: Path, foreign: int) -> None:
+        """Leave an orphan that holds another database's records; say so once."""
+        if path.name not in self._stranded:
+            logger.warning(
+                "audit journal %s holds %d record(s) for another audit database (or "
+                "written before journals named theirs); left in %s for a process "
+                "configured for that database (audit.adopt-unbound-journals moves "
+                "unnamed ones)",
+                path.name,
+                foreign,
+                self.directory,
+            )
+        self._stranded[path.name] = foreign
 
     def close(self) -> None:
         """Release the file: removed when empty, left for adoption when not."""

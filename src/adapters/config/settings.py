@@ -149,6 +149,7 @@ class SearchBackend(StrEnum):
 class AuditDurability(StrEnum):
     FSYNC = "fsync"
     PROCESS = "process"
+    DATABASE = "database"
 
 
 class EmbedderProvider(StrEnum):
@@ -633,9 +634,16 @@ class AuditSettings(_Section):
     )
     durability: AuditDurability = Field(
         default=AuditDurability.FSYNC,
-        description="How durable a record is when the lookup returns: fsync (on disk: "
-        "survives a crash of the machine) or process (handed to the operating system, "
-        "no fsync: survives the process being killed, not a power cut).",
+        description="How durable a record is when the lookup returns: fsync (in the "
+        "local journal, on disk: survives a crash of the machine), process (handed to "
+        "the operating system, no fsync: survives the process being killed, not a power "
+        "cut) or database (committed in the audit database; a lookup whose record "
+        "cannot be committed is not answered: for replicas without a persistent disk).",
+    )
+    adopt_unbound_journals: bool = Field(
+        default=False,
+        description="Move journal records written before journals named their database "
+        "(older versions) into this database; off: they are left and reported.",
     )
     auto_migrate: bool = Field(default=True, description="Upgrade the audit schema on start-up.")
     keep_shown_text: bool = Field(
@@ -864,11 +872,42 @@ class ServerSettings(_Section):
             "{trusted-host: true} for a host that names the principal of each call."
         ),
     )
+    allowed_hosts: OptionalText = Field(
+        default=None,
+        description="Host names `serve` answers to besides the loopback names and the "
+        "bind address, comma-separated (*.example.com: any subdomain; *: any name); "
+        "a request for another name gets 421 (DNS rebinding).",
+    )
+    behind_https: bool = Field(
+        default=False,
+        description="`serve` sits behind an HTTPS proxy: the console's session cookie "
+        "is marked Secure.",
+    )
+    console_session_hours: Number = Field(
+        default=12.0, gt=0, le=24 * 30, description="How long a console sign-in lasts."
+    )
+    readiness_timeout_s: Number = Field(
+        default=1.5,
+        gt=0,
+        le=60,
+        description="Longest each /readyz check (search, audit store, spool) may take; "
+        "one that has not answered by then is reported failing.",
+    )
+    login_attempts_per_minute: Whole = Field(
+        default=10,
+        ge=1,
+        description="Failed console sign-ins one client may make per minute; more get 429.",
+    )
 
     @property
     def cors_origin_list(self) -> list[str]:
         origins = split_keywords(self.cors_origins or "")
         return [str(o) for o in origins] if isinstance(origins, list) else []
+
+    @property
+    def allowed_host_list(self) -> list[str]:
+        hosts = split_keywords(self.allowed_hosts or "")
+        return [str(h) for h in hosts] if isinstance(hosts, list) else []
 
     @model_validator(mode="after")
     def _tokens_off_loopback(self) -> ServerSettings:

@@ -19,6 +19,7 @@ Extension points, so that a later feature is a few lines here:
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from lookup_knowledge.adapters.http.auth import (
     token_digest,
 )
 from lookup_knowledge.adapters.http.console import console_router
+from lookup_knowledge.adapters.http.hosts import HostCheck, HostPolicy
 from lookup_knowledge.adapters.http.limits import BodySizeLimit
 from lookup_knowledge.adapters.http.problems import install_problem_handlers
 from lookup_knowledge.adapters.http.rest import rest_router
@@ -75,20 +77,23 @@ def create_http_app(
     routers: Sequence[APIRouter] = (),
     mounts: Sequence[Mount] = (),
     mcp: bool = True,
+    console_clock: Callable[[], float] = time.time,
 ) -> FastAPI:
     """The HTTP API, the console, the probes and (``mcp``) the MCP streamable-HTTP
     endpoint ``/mcp`` (the server of ``lookup-knowledge mcp --transport http``, agent
     scope) over ``lookup_app``.
 
-    ``settings`` defaults to the app's own ``server.*`` settings.
+    ``settings`` defaults to the app's own ``server.*`` settings. ``console_clock``
+    (epoch seconds): the clock of console session expiry and the login throttle.
     """
     full = settings if isinstance(settings, Settings) else lookup_app.settings
     server = settings if isinstance(settings, ServerSettings) else full.server
     principals = {**full.mcp.principals, **server.principals}
     check_agent_tokens(full, server, principals)
     guard = TokenGuard(server, principals)
+    hosts = HostPolicy.of(server)
     if mcp:
-        mounts = [mcp_mount(lookup_app, server.host), *mounts]
+        mounts = [mcp_mount(lookup_app, server.host, hosts), *mounts]
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -111,7 +116,9 @@ def create_http_app(
     app.state.lookup_app = lookup_app
     app.state.token_guard = guard
     install_problem_handlers(app)
-    app.include_router(rest_router(lookup_app, guard))
+    app.include_router(
+        rest_router(lookup_app, guard, readiness_timeout_s=server.readiness_timeout_s)
+    )
     for router in routers:
         app.include_router(router)
     for mount in mounts:
@@ -120,7 +127,7 @@ def create_http_app(
         app.router.routes.append(
             Route(mount.path, endpoint=_Endpoint(guard.guard_asgi(mount.app, mount.role)))
         )
-    app.include_router(console_router(lookup_app, guard))
+    app.include_router(console_router(lookup_app, guard, server, now=console_clock))
 
     @app.middleware("http")
     async def security_headers(
@@ -138,8 +145,9 @@ def create_http_app(
             allow_methods=["GET", "POST"],
             allow_headers=["authorization", "content-type"],
         )
-    # Outermost: the size limit runs before anything reads a body.
+    # The size limit runs before anything reads a body; the Host check before all.
     app.add_middleware(BodySizeLimit, max_bytes=server.max_request_bytes)
+    app.add_middleware(HostCheck, policy=hosts)
     return app
 
 
@@ -166,12 +174,23 @@ def check_agent_tokens(
         )
 
 
-def mcp_mount(lookup_app: LookupApp, host: str) -> Mount:
+def mcp_mount(lookup_app: LookupApp, host: str, hosts: HostPolicy | None = None) -> Mount:
     """``/mcp``: each MCP session is its own audit session (see ``mcp_server``); its
-    session manager runs for the app's lifetime."""
+    session manager runs for the app's lifetime. ``hosts``: the names ``serve``
+    answers to, which the MCP SDK's own Host and Origin check then accepts too."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
     from lookup_knowledge.adapters.mcp_server import build_mcp_server
 
-    asgi = build_mcp_server(lookup_app).streamable_http_app(host=host)
+    security = None
+    if hosts is not None:
+        security = TransportSecuritySettings(
+            # Its patterns have no "*.example.com": then the HostCheck alone decides.
+            enable_dns_rebinding_protection=not (hosts.any_host or hosts.suffixes),
+            allowed_hosts=hosts.mcp_allowed_hosts(),
+            allowed_origins=hosts.mcp_allowed_origins(),
+        )
+    asgi = build_mcp_server(lookup_app).streamable_http_app(host=host, transport_security=security)
     return Mount("/mcp", asgi, Role.AGENT, lifespan=lambda: asgi.router.lifespan_context(asgi))
 
 

@@ -5,7 +5,7 @@
     /sessions/{id}/export.jsonl|csv  the session, one invocation (JSONL) / evidence row (CSV)
     /invocations/{id}                evidence as shown, retrieval trace, rerank adjustments
     /quality                         rates and latency over time, top documents, eval sessions
-    /login                           keeps an auditor token in a cookie (token-protected servers)
+    /login, /logout                  a signed session cookie (token-protected servers; ``signin``)
 
 No page changes data, no page runs a script, nothing is loaded from elsewhere (the
 content security policy says so); every stored string is escaped (``render``).
@@ -16,7 +16,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+import time
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from datetime import datetime, timedelta
 from importlib.resources import files
 from typing import Annotated, Any
@@ -26,11 +28,18 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 
 from lookup_knowledge.adapters.api import LookupApp
+from lookup_knowledge.adapters.config import ServerSettings
 from lookup_knowledge.adapters.http.auth import Role, TokenGuard
 from lookup_knowledge.adapters.http.evidence import recover_shown_text
 from lookup_knowledge.adapters.http.render import render
 from lookup_knowledge.adapters.http.rest import time_range
 from lookup_knowledge.adapters.http.schemas import EvidenceOut, InvocationDetailOut
+from lookup_knowledge.adapters.http.signin import (
+    LOGIN_COOKIE,
+    SESSION_COOKIE,
+    ConsoleSessions,
+    LoginThrottle,
+)
 from lookup_knowledge.application.ports import (
     AuditQueries,
     InvocationDetail,
@@ -43,30 +52,53 @@ from lookup_knowledge.application.ports import (
 from lookup_knowledge.application.tool import MAX_ID_CHARS
 from lookup_knowledge.domain.errors import InvalidInputError, LookupKnowledgeError, NotFoundError
 
-COOKIE = "lk_auditor"
 SESSION_PAGE = 500
 BUCKETS = 12
+# The sign-out form's CSRF token of the request being rendered (base.html shows the
+# form when it is set).
+_LOGOUT_CSRF: ContextVar[str | None] = ContextVar("logout_csrf", default=None)
 
 
-def console_router(lookup_app: LookupApp, guard: TokenGuard) -> APIRouter:
+def render_page(template: str, **context: Any) -> str:
+    return render(template, logout_csrf=_LOGOUT_CSRF.get(), **context)
+
+
+def console_router(
+    lookup_app: LookupApp,
+    guard: TokenGuard,
+    server: ServerSettings | None = None,
+    *,
+    now: Callable[[], float] = time.time,
+) -> APIRouter:
+    """The console's pages. ``now`` (epoch seconds): the clock of session expiry and of
+    the login throttle."""
     router = APIRouter(include_in_schema=False)
+    server = server or lookup_app.settings.server
+    signins = ConsoleSessions(
+        server.auditor_token, lifetime_s=server.console_session_hours * 3600, now=now
+    )
+    throttle = LoginThrottle(server.login_attempts_per_minute, now=now)
 
     def audit() -> AuditQueries:
         return lookup_app.audit  # resolved per request: the audit store may be off
 
     def allowed(request: Request) -> bool:
         header = request.headers.get("authorization")
-        cookie = request.cookies.get(COOKIE)
-        if header is None and cookie:
-            header = f"Bearer {cookie}"
+        if header is None and guard.enabled:
+            return signins.check(request.cookies.get(SESSION_COOKIE)) is not None
         try:
             guard.check(header, Role.AUDITOR)
         except HTTPException:
             return False
         return True
 
+    def secure(request: Request) -> bool:
+        return server.behind_https or request.url.scheme == "https"
+
     def page(request: Request, build: Callable[[], str]) -> Response:
         """Render a console page, or the page that says why not (as HTML)."""
+        session = signins.check(request.cookies.get(SESSION_COOKIE))
+        _LOGOUT_CSRF.set(signins.csrf_for(session) if session is not None else None)
         if not allowed(request):
             return _html(
                 render(
@@ -137,7 +169,7 @@ def console_router(lookup_app: LookupApp, guard: TokenGuard) -> APIRouter:
                 if result.next_offset is not None
                 else None
             )
-            return render(
+            return render_page(
                 "sessions.html", sessions=result.items, form=form, older=older, nav="sessions"
             )
 
@@ -232,7 +264,7 @@ def console_router(lookup_app: LookupApp, guard: TokenGuard) -> APIRouter:
                 if result.next_offset is not None
                 else None
             )
-            return render(
+            return render_page(
                 "session.html",
                 session_id=session_id,
                 session_path=_q(session_id),
@@ -263,7 +295,7 @@ def console_router(lookup_app: LookupApp, guard: TokenGuard) -> APIRouter:
                 blocks.append({"row": e, "shown": shown})
             trace = details.get("retrievalTrace")
             trace = trace if isinstance(trace, dict) else {}
-            return render(
+            return render_page(
                 "invocation.html",
                 s=detail.summary,
                 d=detail,
@@ -307,7 +339,7 @@ def console_router(lookup_app: LookupApp, guard: TokenGuard) -> APIRouter:
                 _chart("Invocations", [(b0, float(q.count)) for b0, q in buckets], percent=False),
             ]
             evals = audit().list_sessions(SessionFilter(id_contains="eval-", limit=20)).items
-            return render(
+            return render_page(
                 "quality.html",
                 overall=overall,
                 charts=charts,
@@ -318,37 +350,99 @@ def console_router(lookup_app: LookupApp, guard: TokenGuard) -> APIRouter:
 
         return page(request, build)
 
+    def login_page(
+        request: Request, nonce: str | None, message: str | None, status: int
+    ) -> Response:
+        """The sign-in form with a CSRF token bound to the login cookie's nonce."""
+        fresh = nonce is None
+        if nonce is None:
+            nonce, csrf = signins.login_nonce()
+        else:
+            csrf = signins.csrf_of_login(nonce)
+        response = _html(render("login.html", message=message, csrf=csrf, nav=""), status)
+        if fresh:
+            response.set_cookie(
+                LOGIN_COOKIE,
+                nonce,
+                httponly=True,
+                samesite="strict",
+                secure=secure(request),
+                max_age=3600,
+                path="/login",
+            )
+        return response
+
     @router.get("/login", response_class=HTMLResponse)
-    def login_form() -> Response:
-        return _html(render("login.html", message=None, nav=""))
+    def login_form(request: Request) -> Response:
+        return login_page(request, None, None, 200)
 
     @router.post("/login")
     async def login(request: Request) -> Response:
+        client = request.client.host if request.client else "unknown"
+        wait = throttle.retry_after(client)
+        if wait is not None:
+            busy = _html(
+                render(
+                    "error.html",
+                    title="Too many attempts",
+                    message=f"Too many failed sign-ins; try again in {wait} s.",
+                    login=False,
+                ),
+                429,
+            )
+            busy.headers["retry-after"] = str(wait)
+            return busy
         form = parse_qs((await request.body()).decode("utf-8", "replace"))
-        token = (form.get("token") or [""])[0].strip()
+        nonce = request.cookies.get(LOGIN_COOKIE)
+        if not nonce or not signins.csrf_ok(nonce, "login", _field(form, "csrf")):
+            return login_page(
+                request, None, "The sign-in form expired or did not come from here.", 403
+            )
+        token = _field(form, "token").strip()
         if guard.role_of(f"Bearer {token}") is not Role.AUDITOR:
-            return _html(render("login.html", message="That is not an auditor token.", nav=""), 401)
+            throttle.failed(client)
+            return login_page(request, nonce, "That is not an auditor token.", 401)
+        throttle.succeeded(client)
         response = RedirectResponse("/", status_code=303)
         response.set_cookie(
-            COOKIE,
-            token,
+            SESSION_COOKIE,
+            signins.issue(),
             httponly=True,
             samesite="strict",
-            secure=request.url.scheme == "https",
-            max_age=12 * 3600,
+            secure=secure(request),
+            max_age=signins.lifetime_s,
         )
+        response.delete_cookie(LOGIN_COOKIE, path="/login")
         return response
 
     @router.post("/logout")
-    def logout() -> Response:
+    async def logout(request: Request) -> Response:
+        session = signins.check(request.cookies.get(SESSION_COOKIE))
+        if session is not None:
+            form = parse_qs((await request.body()).decode("utf-8", "replace"))
+            if not signins.csrf_ok(session.session_id, "csrf", _field(form, "csrf")):
+                return _html(
+                    render(
+                        "error.html",
+                        title="Forbidden",
+                        message="The sign-out form did not come from this console.",
+                        login=False,
+                    ),
+                    403,
+                )
+            signins.revoke(session)
         response = RedirectResponse("/login", status_code=303)
-        response.delete_cookie(COOKIE)
+        response.delete_cookie(SESSION_COOKIE)
         return response
 
     return router
 
 
 # ------------------------------------------------------------------ helpers
+
+
+def _field(form: dict[str, list[str]], name: str) -> str:
+    return (form.get(name) or [""])[0]
 
 
 def _html(body: str, status: int = 200) -> HTMLResponse:

@@ -70,7 +70,9 @@ HTTP_CODES: Mapping[int, str] = {
     405: "method_not_allowed",
     413: "request_too_large",
     415: "unsupported_media_type",
+    421: "misdirected_request",
     422: "invalid_input",
+    429: "too_many_requests",
 }
 
 
@@ -101,8 +103,24 @@ def problem(
         body["instance"] = instance
     body.update(extra or {})
     return JSONResponse(
-        body, status_code=status, headers=dict(headers or {}), media_type=PROBLEM_JSON
+        _encodable(body), status_code=status, headers=dict(headers or {}), media_type=PROBLEM_JSON
     )
+
+
+def _encodable(value: Any) -> Any:
+    """Strings a UTF-8 body can carry: a lone surrogate the request brought (and a
+    message quotes) becomes U+FFFD, so the answer about bad input is never a 500."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return value
+    if isinstance(value, dict):
+        return {_encodable(k): _encodable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_encodable(v) for v in value]
+    return value
 
 
 def install_problem_handlers(app: FastAPI) -> None:

@@ -25,6 +25,7 @@ from lookup_knowledge.adapters.http.schemas import (
     SessionOut,
     SessionPageOut,
     StatsOut,
+    Text,
     VerifyRequest,
     VerifyResponse,
 )
@@ -36,7 +37,6 @@ from lookup_knowledge.application.ports import (
     TimeRange,
 )
 from lookup_knowledge.application.tool import MAX_ID_CHARS
-from lookup_knowledge.domain.errors import LookupKnowledgeError
 
 Status = Literal["ok", "no_evidence", "error"]
 NOT_YOURS_TO_NAME = (
@@ -91,7 +91,9 @@ def principal_headers(request: Request) -> list[str]:
     ]
 
 
-def rest_router(lookup_app: LookupApp, guard: TokenGuard) -> APIRouter:
+def rest_router(
+    lookup_app: LookupApp, guard: TokenGuard, *, readiness_timeout_s: float | None = None
+) -> APIRouter:
     require_agent = guard.dependency(Role.AGENT)
 
     def agent_caller(request: Request, caller: Caller = Depends(require_agent)) -> Caller:  # noqa: B008
@@ -166,8 +168,8 @@ def rest_router(lookup_app: LookupApp, guard: TokenGuard) -> APIRouter:
 
     @router.get("/v1/invocations", dependencies=auditor, tags=["audit"])
     def invocations(
-        session: Annotated[str | None, Query(min_length=1, max_length=MAX_ID_CHARS)] = None,
-        step: Annotated[str | None, Query(min_length=1, max_length=MAX_ID_CHARS)] = None,
+        session: Annotated[Text | None, Query(min_length=1, max_length=MAX_ID_CHARS)] = None,
+        step: Annotated[Text | None, Query(min_length=1, max_length=MAX_ID_CHARS)] = None,
         status: Status | None = None,
         since: Since = None,
         until: Until = None,
@@ -192,14 +194,14 @@ def rest_router(lookup_app: LookupApp, guard: TokenGuard) -> APIRouter:
         )
 
     @router.get("/v1/invocations/{invocation_id}", dependencies=auditor, tags=["audit"])
-    def invocation(invocation_id: str) -> InvocationDetailOut:
+    def invocation(invocation_id: Text) -> InvocationDetailOut:
         """One invocation: its evidence rows, traces and timings."""
         return InvocationDetailOut.of_detail(lookup_app.audit.get_invocation(invocation_id))
 
     @router.get("/v1/sessions", dependencies=auditor, tags=["audit"])
     def sessions(
         q: Annotated[
-            str | None, Query(max_length=MAX_ID_CHARS, description="Part of the session id.")
+            Text | None, Query(max_length=MAX_ID_CHARS, description="Part of the session id.")
         ] = None,
         status: Status | None = None,
         since: Since = None,
@@ -237,24 +239,21 @@ def rest_router(lookup_app: LookupApp, guard: TokenGuard) -> APIRouter:
 
     @router.get("/readyz", tags=["probes"], responses={503: {"model": Readiness}})
     def readyz() -> Any:
-        """The knowledge search and the audit store answer; the spool backlog."""
-        return readiness(lookup_app)
+        """The knowledge search and the audit store answer; the spool backlog. Each
+        check is bounded by ``server.readiness-timeout-s``."""
+        return readiness(lookup_app, readiness_timeout_s)
 
     return router
 
 
-def readiness(lookup_app: LookupApp) -> Any:
+def readiness(lookup_app: LookupApp, timeout_s: float | None = None) -> Any:
     """``LookupApp.health()`` as a probe: 200 when ready, 503 otherwise."""
     from fastapi.responses import JSONResponse
 
-    health = lookup_app.health()
-    try:
-        pending: int | None = lookup_app.recorder.pending_count()
-    except LookupKnowledgeError:
-        pending = None
+    health = lookup_app.health(timeout_s)
     body = Readiness(
         status="ready" if health.ok else "not_ready",
         checks={c.name: Check(ok=c.ok, detail=c.detail) for c in health.components},
-        spool_pending=pending,
+        spool_pending=health.spool_pending,
     )
     return JSONResponse(body.model_dump(), status_code=200 if health.ok else 503)

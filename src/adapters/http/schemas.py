@@ -4,9 +4,9 @@ them). Responses are made from the application's audit values, field for field."
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from lookup_knowledge.application.ports import (
     CitationReport,
@@ -18,10 +18,42 @@ from lookup_knowledge.application.ports import (
     QualitySummary,
     SessionSummary,
 )
-from lookup_knowledge.application.tool import MAX_DOCUMENT_ID_CHARS, MAX_ID_CHARS
+from lookup_knowledge.application.tool import (
+    MAX_DOCUMENT_ID_CHARS,
+    MAX_ID_CHARS,
+    unstorable_text,
+)
 from lookup_knowledge.domain.access import Principal
 
 Id = Field(min_length=1, max_length=MAX_ID_CHARS)
+
+
+def storable(value: str) -> str:
+    """The one rule for text a request hands on to a store, a hash or a driver: no NUL,
+    no lone UTF-16 surrogate (``"\\ud800"`` in JSON). Refused here with a 422 naming
+    the field, so no route meets it as an encoder's or driver's error."""
+    why = unstorable_text(value)
+    if why is not None:
+        raise ValueError(why)
+    return value
+
+
+def storable_json(value: Any) -> Any:
+    """``storable`` on every string (keys too) of a JSON value (Claude content blocks)."""
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            storable(key)
+            storable_json(item)
+    elif isinstance(value, list):
+        for item in value:
+            storable_json(item)
+    return value
+
+
+#: Request text: what a store can keep and compare exactly (``storable``).
+Text = Annotated[str, AfterValidator(storable)]
 
 
 class _Body(BaseModel):
@@ -31,9 +63,9 @@ class _Body(BaseModel):
 class PrincipalIn(_Body):
     """Who the lookup is for, as the calling host authenticated them (``access.mode``)."""
 
-    tenant: str = Field(min_length=1, max_length=128)
-    user: str = Field(default="", max_length=128)
-    groups: list[str] = Field(default_factory=list, max_length=256)
+    tenant: Text = Field(min_length=1, max_length=128)
+    user: Text = Field(default="", max_length=128)
+    groups: list[Text] = Field(default_factory=list, max_length=256)
 
     def principal(self) -> Principal:
         return Principal(self.tenant, self.user, frozenset(self.groups))
@@ -44,11 +76,11 @@ class LookupRequest(_Body):
     (holder of the agent token) is the host: it names the principal, never the model."""
 
     query: str = Field(description="The agent's query (the tool's one argument).")
-    session_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
-    step_id: str | None = Field(default=None, min_length=1, max_length=MAX_ID_CHARS)
-    tool_call_id: str | None = Field(default=None, min_length=1, max_length=MAX_ID_CHARS)
+    session_id: Text = Field(min_length=1, max_length=MAX_ID_CHARS)
+    step_id: Text | None = Field(default=None, min_length=1, max_length=MAX_ID_CHARS)
+    tool_call_id: Text | None = Field(default=None, min_length=1, max_length=MAX_ID_CHARS)
     mode: Literal["dense", "sparse", "hybrid"] | None = None
-    category: str | None = Field(default=None, max_length=MAX_ID_CHARS)
+    category: Text | None = Field(default=None, max_length=MAX_ID_CHARS)
     principal: PrincipalIn | None = None
 
 
@@ -56,20 +88,20 @@ class VerifyRequest(_Body):
     """The document_ids an agent cited in a session (``groups``: the session principal's
     groups, checked against the recorded digest, for ``forbidden``)."""
 
-    session_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
-    document_ids: list[str] = Field(max_length=1000)
-    groups: list[str] | None = Field(default=None, max_length=256)
+    session_id: Text = Field(min_length=1, max_length=MAX_ID_CHARS)
+    document_ids: list[Text] = Field(max_length=1000)
+    groups: list[Text] | None = Field(default=None, max_length=256)
 
 
 class CheckAnswerRequest(_Body):
     """An agent's answer to check against what its session was shown: prose with
     bracketed document ids, or a Claude response's content blocks (``anthropic``)."""
 
-    session_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
-    answer: str | list[dict[str, Any]] = Field(
+    session_id: Text = Field(min_length=1, max_length=MAX_ID_CHARS)
+    answer: Text | Annotated[list[dict[str, Any]], AfterValidator(storable_json)] = Field(
         description="The answer text, or the Claude response content blocks."
     )
-    step_id: str | None = Field(default=None, min_length=1, max_length=MAX_ID_CHARS)
+    step_id: Text | None = Field(default=None, min_length=1, max_length=MAX_ID_CHARS)
     format: Literal["text", "anthropic"] | None = None
 
 

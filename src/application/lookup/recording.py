@@ -3,8 +3,10 @@
 The record holds every block the agent was shown (in ``evidenceBlocks``, in the context
 pack, or both) with the hash of the exact text shown and the tenant of the row it came
 from (``""``: a row without a tenant), and compact ``retrieval_details``
-(evidence summaries, context-pack summary, both traces). Recording never fails the
-lookup: a recorder that cannot write spools; one that cannot even spool is logged.
+(evidence summaries, context-pack summary, both traces). Recording does not fail the
+lookup: a recorder that cannot write spools; one that cannot even spool is logged. The
+one exception is ``AuditNotRecorded``: a recorder that must commit before the lookup
+returns (``audit.durability=database``) could not, so the lookup is not answered.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from lookup_knowledge.application.ports import (
     ToolInvocationRecorder,
 )
 from lookup_knowledge.application.tool import MAX_QUERY_CHARS, TOOL_NAME
+from lookup_knowledge.domain.errors import AuditNotRecorded
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +80,8 @@ def invocation_record(
 def record(recorder: ToolInvocationRecorder, invocation: ToolInvocation) -> RecordOutcome | None:
     try:
         return recorder.record(invocation)
+    except AuditNotRecorded:
+        raise  # no lookup is answered that is not recorded where it must be
     except Exception:  # AuditError or an adapter bug: the lookup still answers
         # The recorder already spools and counts; reaching here means even the spool
         # failed. The failure is logged loudly.

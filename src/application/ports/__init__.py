@@ -77,6 +77,7 @@ from lookup_knowledge.application.ports.audit import (
     nearest_rank_index,
     normalise_cited,
     parse_invocation_id,
+    require_text,
     validate_invocation,
 )
 from lookup_knowledge.application.ports.evaluation import (
@@ -196,6 +197,7 @@ __all__ = [
     "normalise_cited",
     "parse_invocation_id",
     "printable",
+    "require_text",
     "reread_tenants",
     "shown_doc_key",
     "summary_of",

@@ -148,6 +148,11 @@ class ToolInvocationRecorder(ABC):
     @abstractmethod
     def failure_count(self) -> int: ...
 
+    def stranded_count(self) -> int:
+        """Records in the journal directory written for another audit database, left
+        there untouched (reported by the health check); 0 where there is no journal."""
+        return 0
+
     def close(self) -> None:  # noqa: B027 - optional hook, most fakes hold nothing
         """Release resources."""
 
@@ -314,7 +319,17 @@ def _require_session(session_id: str) -> str:
         raise InvalidInputError("session_id must be a non-empty string")
     if len(session_id) > MAX_ID_CHARS:
         raise InvalidInputError(f"session_id is longer than {MAX_ID_CHARS} characters")
+    require_text("session_id", session_id)
     return session_id
+
+
+def require_text(name: str, value: str) -> str:
+    """``value`` if a store can hold and compare it exactly (no NUL, no lone surrogate),
+    else ``InvalidInputError`` naming it: no driver, hash or encoder meets such text."""
+    why = unstorable_text(value)
+    if why is not None:
+        raise InvalidInputError(f"{name} {why}")
+    return value
 
 
 def _require_aware(name: str, value: datetime | None) -> None:
@@ -377,6 +392,8 @@ class InvocationFilter:
             _require_session(self.session_id)
         if self.step_id is not None and (not self.step_id or len(self.step_id) > MAX_ID_CHARS):
             raise InvalidInputError(f"step_id must have 1..{MAX_ID_CHARS} characters")
+        if self.step_id is not None:
+            require_text("step_id", self.step_id)
         if self.status is not None and self.status not in STATUSES:
             raise InvalidInputError(f"status must be one of {sorted(STATUSES)}")
         if isinstance(self.limit, bool) or not 1 <= self.limit <= MAX_PAGE_SIZE:
@@ -462,6 +479,8 @@ class SessionFilter:
             not isinstance(self.id_contains, str) or len(self.id_contains) > MAX_ID_CHARS
         ):
             raise InvalidInputError(f"id_contains must have at most {MAX_ID_CHARS} characters")
+        if self.id_contains is not None:
+            require_text("id_contains", self.id_contains)
         if self.status is not None and self.status not in STATUSES:
             raise InvalidInputError(f"status must be one of {sorted(STATUSES)}")
         if isinstance(self.limit, bool) or not 1 <= self.limit <= MAX_PAGE_SIZE:
@@ -638,6 +657,7 @@ def normalise_cited(document_ids: Sequence[str]) -> tuple[str, ...]:
             raise InvalidInputError(
                 f"each cited document_id must be a string of 1..{MAX_DOCUMENT_ID_CHARS} characters"
             )
+        require_text("a cited document_id", item)
         seen.setdefault(item, None)
     if len(seen) > MAX_CITED_IDS:
         raise InvalidInputError(f"at most {MAX_CITED_IDS} distinct document_ids per call")

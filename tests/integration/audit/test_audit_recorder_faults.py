@@ -31,7 +31,7 @@ from lookup_knowledge.adapters.audit.models import invocation_evidence, tool_inv
 from lookup_knowledge.adapters.audit.spool import Spool, decode, encode
 from lookup_knowledge.application.ports import InvocationFilter, RecordOutcome
 from lookup_knowledge.application.verify_citations import VerifyCitations
-from lookup_knowledge.domain.errors import AuditError
+from lookup_knowledge.domain.errors import AuditError, AuditUnavailable
 from tests.support.audit_data import evidence, invocation, session
 from tests.support.audit_outage import Database
 from tests.support.tcp_proxy import closed_port
@@ -41,6 +41,11 @@ def recorder_for(engine: Engine, spool: Path, **kw: object) -> SqlToolInvocation
     """No backoff; no background drainer (unless asked): outcomes depend on the test only."""
     kw.setdefault("background_drain_s", None)
     return SqlToolInvocationRecorder(engine, spool, backoff_initial_s=0.0, **kw)  # type: ignore[arg-type]
+
+
+def database_down() -> None:
+    """A recorder's ``prepare`` that fails: its database (the test's own) is away."""
+    raise AuditUnavailable("the audit database is unreachable (test)")
 
 
 def stored(engine: Engine, sid: str) -> list[tuple[str, int]]:
@@ -147,12 +152,10 @@ def test_backoff_skips_the_database_until_it_expires(tmp_path: Path) -> None:
 def test_startup_replays_a_spool_left_by_a_previous_process(db: Database, tmp_path: Path) -> None:
     sid = session()
     spool = tmp_path / "spool"
-    dead = create_audit_engine(f"postgresql+psycopg://postgres@127.0.0.1:{closed_port()}/x")
-    first = recorder_for(dead, spool)
+    first = recorder_for(db.engine, spool, prepare=database_down)  # its database is away
     records = [invocation(sid, documents=[f"x{i}#chunk-0"]) for i in range(4)]
     assert [first.record(r) for r in records] == [RecordOutcome.SPOOLED] * 4
     first.close()  # the process ends with records still spooled
-    dead.dispose()
     assert len(spool_files(spool)) == 1
 
     second = recorder_for(db.engine, spool)  # start-up replay
@@ -547,8 +550,7 @@ def test_records_in_another_process_live_spool_are_pending_for_a_verifier(
     Verifier in another process must not call the citation "unknown, conclusive"."""
     sid = session()
     spool = tmp_path / "spool"
-    dead = create_audit_engine(f"postgresql+psycopg://postgres@127.0.0.1:{closed_port()}/x")
-    server = recorder_for(dead, spool)
+    server = recorder_for(db.engine, spool, prepare=database_down)  # its database is away
     shown = invocation(sid, documents=["runbooks/a#chunk-0"])
     acked_late = invocation(sid, documents=["runbooks/b#chunk-0"])
     elsewhere = recorder_for(db.engine, tmp_path / "elsewhere")
@@ -572,7 +574,6 @@ def test_records_in_another_process_live_spool_are_pending_for_a_verifier(
     assert spool_files(spool) == [live]  # read, not adopted
 
     server.close()  # the server stops; its spool is an orphan now
-    dead.dispose()
     report = verify.execute(sid, ["runbooks/a#chunk-0"])  # flush adopts and replays it
     assert report.valid_ids == ("runbooks/a#chunk-0",)
     assert report.conclusive

@@ -19,7 +19,7 @@ from lookup_knowledge.adapters.http import create_http_app
 from lookup_knowledge.adapters.http.evidence import recover_shown_text
 from lookup_knowledge.adapters.http.render import visible
 from tests.support.audit_data import evidence, invocation
-from tests.support.http import sample_app
+from tests.support.http import LOCAL, sample_app
 
 HOSTILE = '<script>alert("x")</script>\x1b[2J\u202e'
 
@@ -33,7 +33,7 @@ def lookup_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LookupApp]:
 
 @pytest.fixture(scope="module")
 def client(lookup_app: LookupApp) -> TestClient:
-    return TestClient(create_http_app(lookup_app))
+    return TestClient(create_http_app(lookup_app), base_url=LOCAL)
 
 
 def test_session_and_invocation_pages_show_what_was_returned(

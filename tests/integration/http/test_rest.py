@@ -14,7 +14,8 @@ from lookup_knowledge.adapters.api import LookupApp
 from lookup_knowledge.adapters.config import load_settings
 from lookup_knowledge.adapters.http import create_http_app
 from lookup_knowledge.domain.errors import ConfigurationError
-from tests.support.http import AGENT, AUDITOR, sample_app
+from tests.integration.http.test_console_signin import sign_in
+from tests.support.http import AGENT, AUDITOR, LOCAL, sample_app
 
 PROBLEM = "application/problem+json"
 
@@ -28,7 +29,7 @@ def lookup_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LookupApp]:
 
 @pytest.fixture(scope="module")
 def client(lookup_app: LookupApp) -> TestClient:
-    return TestClient(create_http_app(lookup_app))
+    return TestClient(create_http_app(lookup_app), base_url=LOCAL)
 
 
 def _problem(response: Any, status: int, code: str) -> dict[str, object]:
@@ -144,7 +145,7 @@ def test_errors_are_problem_json_with_the_project_codes(client: TestClient) -> N
 
 def test_a_body_over_the_limit_is_refused_before_any_route(lookup_app: LookupApp) -> None:
     settings = load_settings(overrides={"server.max-request-bytes": 2048}).settings
-    client = TestClient(create_http_app(lookup_app, settings))
+    client = TestClient(create_http_app(lookup_app, settings), base_url=LOCAL)
     big = {"query": "x" * 4096, "session_id": "big"}
     _problem(client.post("/v1/lookup", json=big), 413, "request_too_large")
 
@@ -198,7 +199,7 @@ def test_security_headers_and_cors_off_by_default(client: TestClient) -> None:
 
 def test_cors_allows_only_the_configured_origins(lookup_app: LookupApp) -> None:
     settings = load_settings(overrides={"server.cors-origins": "https://ops.example"}).settings
-    client = TestClient(create_http_app(lookup_app, settings))
+    client = TestClient(create_http_app(lookup_app, settings), base_url=LOCAL)
     ok = client.get("/healthz", headers={"origin": "https://ops.example"})
     assert ok.headers["access-control-allow-origin"] == "https://ops.example"
     other = client.get("/healthz", headers={"origin": "https://evil.example"})
@@ -234,7 +235,7 @@ def guarded(lookup_app: LookupApp) -> TestClient:
             "server.agent-token": AGENT,
         }
     ).settings
-    return TestClient(create_http_app(lookup_app, settings))
+    return TestClient(create_http_app(lookup_app, settings), base_url=LOCAL)
 
 
 def _bearer(token: str) -> dict[str, str]:
@@ -291,16 +292,17 @@ def test_the_console_needs_the_auditor_token_too(guarded: TestClient) -> None:
         assert "dns ttl" not in denied.text
         assert guarded.get(path, headers=_bearer(AGENT)).status_code == 401
     assert guarded.get("/", headers=_bearer(AUDITOR)).status_code == 200
-    # a browser signs in once: the token goes to an HTTP-only cookie
-    refused = guarded.post("/login", data={"token": AGENT}, follow_redirects=False)
-    assert refused.status_code == 401
-    signed = guarded.post("/login", data={"token": AUDITOR}, follow_redirects=False)
-    assert signed.status_code == 303
-    cookie = signed.headers["set-cookie"]
+    # a browser signs in once: a signed session in an HTTP-only cookie (not the token)
+    refused = sign_in(guarded, AGENT)
+    assert refused.status_code == 401  # type: ignore[attr-defined]
+    signed = sign_in(guarded, AUDITOR)
+    assert signed.status_code == 303  # type: ignore[attr-defined]
+    cookie = signed.headers["set-cookie"]  # type: ignore[attr-defined]
     assert "HttpOnly" in cookie
     assert "SameSite=strict" in cookie
+    assert AUDITOR not in cookie
     assert guarded.get("/sessions/scoped").status_code == 200
-    guarded.post("/logout")
+    assert guarded.post("/logout", follow_redirects=False).status_code == 403  # no CSRF token
     guarded.cookies.clear()
     assert guarded.get("/").status_code == 401
 
@@ -327,7 +329,8 @@ def test_mounted_apps_and_extra_routers_get_the_same_guard(lookup_app: LookupApp
     client = TestClient(
         create_http_app(
             lookup_app, settings, routers=[extra], mounts=[Mount("/mcp", inner)], mcp=False
-        )
+        ),
+        base_url=LOCAL,
     )
     _problem(client.get("/mcp"), 401, "unauthorized")
     _problem(client.get("/mcp", headers=_bearer(AUDITOR)), 403, "forbidden")

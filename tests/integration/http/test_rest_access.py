@@ -16,6 +16,7 @@ from lookup_knowledge.adapters.config import load_settings
 from lookup_knowledge.adapters.http import create_http_app
 from lookup_knowledge.application.ports import InvocationFilter
 from lookup_knowledge.domain.errors import ConfigurationError
+from tests.support.http import LOCAL
 
 
 def test_the_principal_in_the_body_decides_what_is_seen(tmp_path: Path) -> None:
@@ -36,7 +37,7 @@ def test_the_principal_in_the_body_decides_what_is_seen(tmp_path: Path) -> None:
                 f"# Plan\n\nThe resolver plan ({tenant}-marker).\n", "utf-8"
             )
             app.ingest([folder], tenant=tenant)
-        client = TestClient(create_http_app(app))
+        client = TestClient(create_http_app(app), base_url=LOCAL)
         body = {"query": "resolver plan", "session_id": "r-acme"}
         seen = client.post("/v1/lookup", json={**body, "principal": {"tenant": "acme"}}).json()
         assert seen["evidenceBlocks"]
@@ -74,7 +75,7 @@ def _app(tmp_path: Path, **extra: object) -> LookupApp:
 def test_an_agent_token_may_not_name_a_principal_in_the_body(tmp_path: Path) -> None:
     app = _app(tmp_path, **{"server.agent-token": "agent-1", "server.auditor-token": "aud-1"})
     try:
-        client = TestClient(create_http_app(app))
+        client = TestClient(create_http_app(app), base_url=LOCAL)
         answered = client.post(
             "/v1/lookup",
             headers={"Authorization": "Bearer agent-1"},
@@ -104,7 +105,7 @@ def test_a_token_in_the_deprecated_mcp_principals_authenticates_rest_for_its_pri
             folder.mkdir(parents=True)
             (folder / "plan.md").write_text(f"# Plan\n\nThe resolver plan ({tenant}-marker).\n")
             app.ingest([folder], tenant=tenant)
-        client = TestClient(create_http_app(app))
+        client = TestClient(create_http_app(app), base_url=LOCAL)
         seen = client.post(
             "/v1/lookup",
             headers={"Authorization": "Bearer acme-token"},

@@ -18,6 +18,7 @@ from lookup_knowledge.adapters.http import create_http_app
 from lookup_knowledge.application.ports import InvocationFilter
 from lookup_knowledge.domain.access import Principal
 from lookup_knowledge.domain.answer_check import Verdict
+from tests.support.http import LOCAL
 
 ACME = Principal("acme", "alice")
 GLOBEX = Principal("globex", "bob")
@@ -156,7 +157,11 @@ def test_the_console_shows_the_tenants_current_text(app: LookupApp) -> None:
     app.flush()
     blocks = {b["document_id"] for b in result["evidenceBlocks"]}
     assert {DNS, HANDBOOK, SHARED} <= blocks
-    page = TestClient(create_http_app(app)).get(f"/invocations/{result['invocationId']}").text
+    page = (
+        TestClient(create_http_app(app), base_url=LOCAL)
+        .get(f"/invocations/{result['invocationId']}")
+        .text
+    )
     assert page.count("exactly as shown (matches the recorded hash)") == len(blocks)
     assert "no longer holds this chunk" not in page
     assert "acme-marker" in page
