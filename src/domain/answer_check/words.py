@@ -85,3 +85,75 @@ def coverage(claim: frozenset[str], evidence: frozenset[str]) -> float:
 def identity_stem(words: Sequence[str]) -> list[str]:
     """No stemming (tests, and a fallback that only costs recall)."""
     return list(words)
+
+
+# Rare content words. The collection's document frequency is not available to the checker
+# (the knowledge store exposes no term statistics), so the fallback is a fixed list of the
+# general vocabulary that paraphrases swap freely (reporting verbs, quantities, study and
+# measurement words): a claim word of at least four letters outside it, and not written
+# with a digit, is taken to name something (an organism, organ, disease, drug, gene) that
+# the cited span must contain.
+COMMON_WORDS = word_set(
+    "ability able absence accompanied account achieve across act action actual addition "
+    "additional adult affect affected affects age aged ages aim almost alone along already "
+    "although amount analyses analysis another apparent appear appears applied approach "
+    "area areas around aspect assess assessed associated association associations author "
+    "available average baseline basis become began begin behind believe best better beyond "
+    "big body bring broad called candidate capable care carried case cases cause caused "
+    "causes causing central certain change changed changes changing characterized clear "
+    "clearly close cohort combined common commonly compared comparison complete completely "
+    "condition conditions confirm confirmed consequence consider considered consistent "
+    "contain contained contains context contrast contribute contributes control controlled "
+    "controls correlated correlation could current currently data day days decrease "
+    "decreased decreases demonstrate demonstrated demonstrates depend dependent describe "
+    "described detected determine determined develop developed development did differ "
+    "difference differences different directly display displayed displays distinct does "
+    "drive driven drives due during early effect effective effects either elevated "
+    "enhanced entire especially essential establish established estimate estimated even "
+    "event events evidence examine examined example exhibit exhibited exhibits exist "
+    "experiment experimental experiments explain exposure express expressed expression "
+    "extent factor factors fail failed far feature features find finding findings first "
+    "follow followed following form forms found four frequency frequent frequently full "
+    "fully function functional functions further general generally given good great group "
+    "groups half happen help high higher highly however human humans identified identify "
+    "impact important improve improved include included includes including increase "
+    "increased increases increasing independent independently indicate indicated indicates "
+    "individual individuals induce induced induces influence involve involved involves "
+    "key known lack large largely larger last late later lead leading leads least led "
+    "less level levels likely limited linked little long low lower main mainly major "
+    "majority make makes many marked markedly may mean measure measured measures mechanism "
+    "mechanisms might model models moreover much multiple need needed new normal notably "
+    "novel number numbers observe observed obtained occur occurred occurs often one ones "
+    "outcome outcomes overall part participant participants particular particularly "
+    "patient patients people percent performed period persons play plays point population "
+    "populations possible potential potentially present presented presence previous "
+    "previously primary probably process produce produced produces production promote "
+    "proportion provide provided provides rate rates rather reach reached reduce reduced "
+    "reduces reducing reduction regarding related relation relationship relative relatively "
+    "remain remained remains report reported reports represent represents require required "
+    "requires research response responses result resulted resulting results reveal "
+    "revealed reveals rise risk role roles sample samples second seen several show showed "
+    "shown significant significantly similar similarly simple since single small smaller "
+    "specific strong strongly studied studies study subject subjects substantial "
+    "substantially suggest suggested suggesting suggests support supported supports "
+    "suppress suppressed take taken term test tested testing tests therefore three thus "
+    "time times total towards treat treated treatment treatments trial trials two type "
+    "types typically underlying unclear understanding unknown use used useful uses using "
+    "usually value values various versus way ways well whole widely within work year years "
+    "young "
+    # answer boilerplate
+    "guide manual paper article authors abstract passage page section text writes wrote "
+    "explains explained describes notes recommends recommended"
+)
+
+
+def is_rare_word(word: str) -> bool:
+    """A content word that names something (see ``COMMON_WORDS``): Latin, four letters or
+    more, not common, not written with a digit (numbers and codes are facts already)."""
+    return (
+        word.isascii()
+        and len(word) >= 4
+        and word.isalpha()
+        and word not in COMMON_WORDS
+        and word not in STOP_WORDS
+    )

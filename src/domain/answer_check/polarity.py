@@ -1,0 +1,382 @@
+"""Polarity and direction: does a claim say the opposite of the span it is aligned to?
+
+Both texts are read as folded word tokens and stemmed by the caller's stemmer.
+
+Negation. A cue (``not``, ``no``, ``never``, ``without``, ``neither``/``nor``, ``none``,
+``cannot``, any ``n't``, ``failed to``, ``lack of``, ``unable to``, ``no longer``; not
+``not only``, ``whether or not``) negates the next content words of its clause (up to
+``SCOPE`` of them; ``,`` ``;`` ``:`` and ``but``/``whereas``/``although`` end a clause).
+A negation is *relevant* when one of its first two scoped words (its head) occurs in the
+other text. A word with a negating prefix (``un-``, ``in-``, ``im-``, ``ir-``, ``il-``,
+``non-``, ``dis-``) whose remainder occurs in the other text, while the prefixed word does
+not, is a relevant negation too (``unaffected`` against ``affected``). The claim
+contradicts its span when exactly one of them holds a relevant negation.
+
+Direction. ``DIRECTION_GROUPS`` pairs two poles of one scale (amount: increase/decrease,
+higher/lower, enhance/suppress, up-/down-regulate, gain/loss; quality: improve/worsen;
+sign: positive/negative; ...). Each pole is a list of word beginnings, so a root covers
+its inflections and derivations (``increas`` is increase, increased, increasing; ``inhibit``
+is inhibits, inhibition, inhibitor). The opposite prefixes ``up-``/``down-``,
+``over-``/``under-``, ``hyper-``/``hypo-`` on the same remainder are a pair by morphology,
+whatever the word. A claim word of one pole (flipped when negated) contradicts the span
+when the span has no word of its root nor of its pole, but one of the opposite pole.
+
+No lexical resource that ships its data in a package was available (WordNet readers
+download theirs at run time); the list is short, documented, and generalises by roots.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lookup_knowledge.domain.answer_check.text import fold_text, word_set
+from lookup_knowledge.domain.answer_check.words import STOP_WORDS, Stem
+
+SCOPE = 3
+_TOKEN = re.compile(r"[a-z0-9]+(?:['-][a-z0-9]+)*|[,;:()]", re.ASCII)
+_CUES = word_set("not no never without neither nor none nothing cannot nobody")
+_TWO_WORD_CUES = {
+    ("failed", "to"),
+    ("fail", "to"),
+    ("fails", "to"),
+    ("failure", "to"),
+    ("lack", "of"),
+    ("lacks",),
+    ("lacked",),
+    ("lacking",),
+    ("unable", "to"),
+    ("no", "longer"),
+}
+_NOT_A_CUE = {("not", "only"), ("or", "not"), ("not", "necessarily")}
+_CLAUSE_END = word_set("but whereas although though however while yet")
+_FUNCTION = STOP_WORDS | word_set(
+    "significantly statistically significant markedly substantially also further"
+)
+_NEGATING_PREFIXES = ("non-", "non", "un", "in", "im", "ir", "il")
+# Words that begin like a negated form and are not one (in+formation, ir+radiation).
+_FALSE_PREFIXED = word_set("information intake insight irradiation irradiated inform informed")
+
+# (scale, pole A roots, pole B roots)
+DIRECTION_GROUPS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    (
+        "amount",
+        (
+            "increas",
+            "elevat",
+            "raise",
+            "raised",
+            "raising",
+            "rise",
+            "rises",
+            "rising",
+            "rose",
+            "risen",
+            "higher",
+            "highest",
+            "greater",
+            "more",
+            "augment",
+            "boost",
+            "enhanc",
+            "amplif",
+            "stimulat",
+            "promot",
+            "potentiat",
+            "activat",
+            "induc",
+            "accelerat",
+            "exacerbat",
+            "overexpress",
+            "upregul",
+            "up-regul",
+            "gain",
+            "gains",
+            "gained",
+            "excess",
+            "prolong",
+            "longer",
+            "strengthen",
+            "stronger",
+            "strongly",
+        ),
+        (
+            "decreas",
+            "reduc",
+            "lower",
+            "lowest",
+            "less",
+            "fewer",
+            "smaller",
+            "diminish",
+            "declin",
+            "drop",
+            "fell",
+            "fall",
+            "attenuat",
+            "suppress",
+            "inhibit",
+            "repress",
+            "block",
+            "impair",
+            "abolish",
+            "abrogat",
+            "lessen",
+            "slow",
+            "delay",
+            "deplet",
+            "loss",
+            "lose",
+            "lost",
+            "losing",
+            "prevent",
+            "inactivat",
+            "deactivat",
+            "downregul",
+            "down-regul",
+            "silenc",
+            "knockdown",
+            "knock-down",
+            "knockout",
+            "deficien",
+            "shorter",
+            "shorten",
+            "weaken",
+            "weaker",
+            "weakly",
+        ),
+    ),
+    (
+        "quality",
+        ("improv", "better", "benefi", "amelior", "allevia"),
+        ("worsen", "worse", "deteriorat", "harm", "aggravat"),
+    ),
+    ("sign", ("positiv",), ("negativ",)),
+    ("response", ("sensitiv", "suscept"), ("resist", "insensitiv")),
+    ("action", ("agonist",), ("antagonist",)),
+)
+_NOT_DIRECTIONAL = word_set("promoter promoters")
+_OPPOSITE_PREFIXES = (("up", "down"), ("over", "under"), ("hyper", "hypo"))
+
+
+@dataclass(frozen=True, slots=True)
+class Contradiction:
+    """Why a claim contradicts its span: the claim's words and the span's, as written."""
+
+    claim_words: str
+    span_words: str
+    kind: str  # "negation" | "direction"
+
+    def describe(self) -> str:
+        return f'the claim says "{self.claim_words}" where the evidence says "{self.span_words}"'
+
+
+@dataclass(frozen=True, slots=True)
+class _Token:
+    text: str  # folded
+    stem: str
+    content: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Negation:
+    cue: str
+    heads: tuple[_Token, ...]
+
+
+def _tokens(text: str, stem: Stem) -> list[_Token]:
+    raw = _TOKEN.findall(fold_text(text).replace("\u2019", "'"))
+    words = [t for t in raw if t[0].isalnum()]
+    stems = iter(stem(words) if words else [])
+    out: list[_Token] = []
+    for t in raw:
+        if not t[0].isalnum():
+            out.append(_Token(t, t, False))
+            continue
+        s = next(stems)
+        out.append(_Token(t, s, t not in _FUNCTION and not t.isdigit() and len(t) > 1))
+    return out
+
+
+def _cue_length(tokens: Sequence[_Token], i: int) -> int:
+    t = tokens[i].text
+    nxt = tokens[i + 1].text if i + 1 < len(tokens) else ""
+    prev = tokens[i - 1].text if i else ""
+    if (t, nxt) in _NOT_A_CUE or (prev, t) in _NOT_A_CUE:
+        return 0
+    if (t, nxt) in _TWO_WORD_CUES:
+        return 2
+    if (t,) in _TWO_WORD_CUES or t in _CUES or t.endswith("n't"):
+        return 1
+    return 0
+
+
+def _negations(tokens: Sequence[_Token]) -> tuple[list[_Negation], set[int]]:
+    """Each cue with the heads of its scope, and the indexes of every scoped token."""
+    found: list[_Negation] = []
+    scoped: set[int] = set()
+    i = 0
+    while i < len(tokens):
+        n = _cue_length(tokens, i)
+        if not n:
+            i += 1
+            continue
+        cue = " ".join(t.text for t in tokens[i : i + n])
+        heads: list[_Token] = []
+        j = i + n
+        count = 0
+        while j < len(tokens) and count < SCOPE:
+            t = tokens[j]
+            if not t.text[0].isalnum() or t.text in _CLAUSE_END or _cue_length(tokens, j):
+                break
+            scoped.add(j)
+            if t.content:
+                count += 1
+                if len(heads) < 2:
+                    heads.append(t)
+            j += 1
+        found.append(_Negation(cue, tuple(heads)))
+        i += n
+    return found, scoped
+
+
+def _prefix_negations(tokens: Sequence[_Token], other: Sequence[_Token]) -> list[tuple[str, str]]:
+    """(prefixed word, the other text's plain word) for ``unaffected`` against ``affected``."""
+    other_words = {t.text for t in other}
+    other_stems = {t.stem: t.text for t in other if t.content}
+    out: list[tuple[str, str]] = []
+    for t in tokens:
+        if not t.content or t.text in other_words or t.text in _FALSE_PREFIXED:
+            continue
+        for prefix in _NEGATING_PREFIXES:
+            rest = t.text[len(prefix) :].lstrip("-")
+            if t.text.startswith(prefix) and len(rest) >= 4 and rest in other_words:
+                out.append((t.text, rest))
+                break
+            if t.text.startswith(prefix) and len(rest) >= 4:
+                for s, word in other_stems.items():
+                    if len(s) >= 4 and rest.startswith(s) and not t.stem.startswith(s):
+                        out.append((t.text, word))
+                        break
+                else:
+                    continue
+                break
+    return out
+
+
+def _relevant(negations: Sequence[_Negation], other_stems: set[str]) -> _Negation | None:
+    for n in negations:
+        if any(h.stem in other_stems for h in n.heads):
+            return n
+    return None
+
+
+def _phrase(n: _Negation) -> str:
+    return " ".join([n.cue, *(h.text for h in n.heads[:1])])
+
+
+def negation_conflict(claim: str, span: str, stem: Stem) -> Contradiction | None:
+    return _negation_conflict(_tokens(claim, stem), _tokens(span, stem))
+
+
+def _negation_conflict(c: Sequence[_Token], s: Sequence[_Token]) -> Contradiction | None:
+    c_stems = {t.stem for t in c if t.content}
+    s_stems = {t.stem for t in s if t.content}
+    c_neg, _ = _negations(c)
+    s_neg, _ = _negations(s)
+    in_claim = _relevant(c_neg, s_stems)
+    in_span = _relevant(s_neg, c_stems)
+    if in_claim is not None and in_span is None:
+        said = in_claim.heads[0].text if in_claim.heads else ""
+        return Contradiction(_phrase(in_claim), said, "negation")
+    if in_span is not None and in_claim is None:
+        head = next((h for h in in_span.heads if h.stem in c_stems), in_span.heads[0])
+        word = next((t.text for t in c if t.stem == head.stem), head.text)
+        return Contradiction(word, _phrase(in_span), "negation")
+    if in_claim is None and in_span is None:
+        flipped = _prefix_negations(c, s)
+        if flipped and not _prefix_negations(s, c):
+            return Contradiction(flipped[0][0], flipped[0][1], "negation")
+        flipped = _prefix_negations(s, c)
+        if flipped:
+            return Contradiction(flipped[0][1], flipped[0][0], "negation")
+    return None
+
+
+def _pole(word: str) -> tuple[str, int, str] | None:
+    """(scale, pole 0/1, root) of a directional word, or None."""
+    for scale, a, b in DIRECTION_GROUPS:
+        for pole, roots in ((0, a), (1, b)):
+            for root in roots:
+                if word in _NOT_DIRECTIONAL:
+                    return None
+                if word.startswith(root) and (len(root) >= 5 or len(word) <= len(root) + 3):
+                    return scale, pole, root
+    return None
+
+
+def _directions(tokens: Sequence[_Token]) -> list[tuple[str, int, str, str]]:
+    """(scale, pole, root, word) of each directional word, the pole flipped when negated."""
+    _, scoped = _negations(tokens)
+    out: list[tuple[str, int, str, str]] = []
+    for i, t in enumerate(tokens):
+        if not t.text[0].isalpha():
+            continue
+        found = _pole(t.text)
+        if found is None:
+            continue
+        scale, pole, root = found
+        out.append((scale, pole ^ (i in scoped), root, t.text))
+    return out
+
+
+def _prefix_pair(c: Sequence[_Token], s: Sequence[_Token]) -> Contradiction | None:
+    s_words = {t.text for t in s}
+    for t in c:
+        if t.text in s_words:
+            continue
+        for p, q in _OPPOSITE_PREFIXES:
+            for mine, theirs in ((p, q), (q, p)):
+                if not t.text.startswith(mine):
+                    continue
+                rest = t.text[len(mine) :].lstrip("-")
+                if len(rest) < 3:
+                    continue
+                for w in s_words:
+                    if w.startswith(theirs) and w[len(theirs) :].lstrip("-")[:5] == rest[:5]:
+                        return Contradiction(t.text, w, "direction")
+    return None
+
+
+def direction_conflict(claim: str, span: str, stem: Stem) -> Contradiction | None:
+    return _direction_conflict(_tokens(claim, stem), _tokens(span, stem))
+
+
+def is_directional(word: str) -> bool:
+    """Whether a (folded) word belongs to a pole of ``DIRECTION_GROUPS``."""
+    return _pole(word) is not None
+
+
+def _direction_conflict(c: Sequence[_Token], s: Sequence[_Token]) -> Contradiction | None:
+    claim_dirs = _directions(c)
+    shared = {d[2] for d in claim_dirs} & {d[2] for d in _directions(s)}
+    for scale, pole, root, word in claim_dirs:
+        # a word both texts use ("weight gain") says nothing about the claim's others
+        span_dirs = [d for d in _directions(s) if d[2] == root or d[2] not in shared]
+        same_root = [d for d in span_dirs if d[2] == root]
+        if any(d[1] == pole for d in same_root):
+            continue
+        same = [d for d in span_dirs if d[0] == scale and d[1] == pole]
+        if same:
+            continue
+        opposite = [d for d in span_dirs if d[0] == scale and d[1] != pole]
+        if opposite:
+            return Contradiction(word, opposite[0][3], "direction")
+    return _prefix_pair(c, s)
+
+
+def contradiction(claim: str, span: str, stem: Stem) -> Contradiction | None:
+    """The first conflict between a claim and its aligned span: negation, then direction."""
+    c, s = _tokens(claim, stem), _tokens(span, stem)
+    return _negation_conflict(c, s) or _direction_conflict(c, s)
