@@ -288,8 +288,9 @@ def _negation_conflict(c: Sequence[_Token], s: Sequence[_Token]) -> Contradictio
     in_claim = _relevant(c_neg, s_stems)
     in_span = _relevant(s_neg, c_stems)
     if in_claim is not None and in_span is None:
-        said = in_claim.heads[0].text if in_claim.heads else ""
-        return Contradiction(_phrase(in_claim), said, "negation")
+        head = next(h for h in in_claim.heads if h.stem in s_stems)
+        said = next(t.text for t in s if t.stem == head.stem)
+        return Contradiction(" ".join([in_claim.cue, head.text]), said, "negation")
     if in_span is not None and in_claim is None:
         head = next((h for h in in_span.heads if h.stem in c_stems), in_span.heads[0])
         word = next((t.text for t in c if t.stem == head.stem), head.text)

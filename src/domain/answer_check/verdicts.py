@@ -232,6 +232,7 @@ class ClaimVerdict:
     missing: tuple[str, ...] = field(default=())  # the facts not found, as written
     #: The span of the cited text the claim was aligned to (every check ran against it).
     span: SupportSpan | None = None
+    span_text: str = ""  # its text, what a judge is given
 
 
 def _describe_fact(fact: Fact) -> str:
@@ -332,12 +333,21 @@ def assess_claim(
             reasons.append(f"{_describe_fact(fact)} is not in the cited evidence")
     union = frozenset().union(*(p.units for p in usable))
     in_facts = " ".join(fold_text(f.text) for f in claim.facts)
+    attribution = {
+        w.lower()
+        for m in _ATTRIBUTION.finditer(claim.text)
+        for g in m.groups()
+        if g
+        for w in g.split()
+    }
     rare: list[str] = []
     stems = dict(
         zip(claim.content, stem(list(claim.content)) if claim.content else [], strict=True)
     )
     for word in dict.fromkeys(claim.content):
-        if word in in_facts or not is_rare_word(word) or is_directional(word):
+        if word in in_facts or word in attribution or not is_rare_word(word):
+            continue
+        if is_directional(word):
             continue
         unit = stems[word]
         if unit not in span_units and unit not in union:
@@ -364,7 +374,7 @@ def assess_claim(
     else:
         missing = [f for f in missing if f.start or f.end]
     aligned_span = SupportSpan(best.document_id, span_a, span_b, round(score, 4))
-    opposite = contradiction(_bare_text(claim), span_text, stem)
+    opposite = contradiction(bare_text(claim), span_text, stem)
     if opposite is not None:
         conflicts.insert(0, opposite.describe())
     shown_score = round(max(score, similarity or 0.0), 4)
@@ -379,6 +389,7 @@ def assess_claim(
             cosine=similarity,
             missing=tuple(f.text for f in missing),
             span=aligned_span,
+            span_text=span_text,
         )
     if reasons:
         return ClaimVerdict(
@@ -391,6 +402,7 @@ def assess_claim(
             cosine=similarity,
             missing=tuple(f.text for f in missing),
             span=aligned_span,
+            span_text=span_text,
         )
     located: tuple[str, int, int] = (best.document_id, span_a, span_b)
     for q in quote_matches:
@@ -407,9 +419,17 @@ def assess_claim(
         coverage=score,
         cosine=similarity,
         span=aligned_span,
+        span_text=span_text,
     )
 
 
+# "The runbook says", "according to the guide": who says it is not what is said.
+_ATTRIBUTION = re.compile(
+    r"(?:^|[,;:]\s*)(?:the |this |our |your )?([\w -]{1,40}?)\s+"
+    r"(?:says|said|states|stated|notes|explains|reports|reported|mentions|writes|shows)\b"
+    r"|\baccording to (?:the |this |our |your )?([\w -]{1,40}?)(?=[,:]|$)",
+    re.IGNORECASE,
+)
 _GREATER = re.compile(
     r"(?:>|≥|>=|\bmore than|\bgreater than|\bover|\babove|\bat least|\bexceed\w*|\bup from)\s*$",
     re.IGNORECASE,
@@ -487,8 +507,8 @@ def _swapped_number(
     )
 
 
-def _bare_text(claim: Claim) -> str:
-    """The claim's text with its citation brackets blanked out."""
+def bare_text(claim: Claim) -> str:
+    """The claim's text with its citation brackets blanked out (same offsets)."""
     chars = list(claim.text)
     for c in claim.citations:
         for i in range(max(c.start - claim.start, 0), min(c.end - claim.start, len(chars))):
@@ -503,7 +523,12 @@ def _short(text: str, limit: int = 80) -> str:
 
 def overall_verdict(verdicts: Sequence[ClaimVerdict]) -> Verdict:
     """The worst claim's verdict; ``supported`` when every claim is (or there is none)."""
-    present = {v.verdict for v in verdicts}
+    return worst_verdict([v.verdict for v in verdicts])
+
+
+def worst_verdict(verdicts: Sequence[Verdict]) -> Verdict:
+    """The most severe of these verdicts (``SEVERITY``); ``supported`` for none."""
+    present = set(verdicts)
     return next(v for v in SEVERITY if v in present or v is Verdict.SUPPORTED)
 
 
