@@ -95,6 +95,8 @@ DIRECTION_GROUPS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
             "gains",
             "gained",
             "excess",
+            "enrich",
+            "high",
             "prolong",
             "longer",
             "strengthen",
@@ -106,6 +108,7 @@ DIRECTION_GROUPS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
             "reduc",
             "lower",
             "lowest",
+            "low",
             "less",
             "fewer",
             "smaller",
@@ -149,14 +152,14 @@ DIRECTION_GROUPS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ),
     (
         "quality",
-        ("improv", "better", "benefi", "amelior", "allevia"),
-        ("worsen", "worse", "deteriorat", "harm", "aggravat"),
+        ("improv", "better", "benefi", "amelior", "allevia", "good", "favorabl", "favourabl"),
+        ("worsen", "worse", "deteriorat", "harm", "aggravat", "poor", "unfavorabl", "unfavourabl"),
     ),
     ("sign", ("positiv",), ("negativ",)),
     ("response", ("sensitiv", "suscept"), ("resist", "insensitiv")),
     ("action", ("agonist",), ("antagonist",)),
 )
-_NOT_DIRECTIONAL = word_set("promoter promoters")
+_NOT_DIRECTIONAL = word_set("promoter promoters highly lowly goods")
 _OPPOSITE_PREFIXES = (("up", "down"), ("over", "under"), ("hyper", "hypo"))
 
 
@@ -288,7 +291,9 @@ def _negation_conflict(c: Sequence[_Token], s: Sequence[_Token]) -> Contradictio
     in_claim = _relevant(c_neg, s_stems)
     in_span = _relevant(s_neg, c_stems)
     if in_claim is not None and in_span is None:
-        head = next(h for h in in_claim.heads if h.stem in s_stems)
+        head = in_claim.heads[0]
+        if head.stem not in s_stems:
+            head = next(h for h in in_claim.heads if h.stem in s_stems)
         said = next(t.text for t in s if t.stem == head.stem)
         return Contradiction(" ".join([in_claim.cue, head.text]), said, "negation")
     if in_span is not None and in_claim is None:

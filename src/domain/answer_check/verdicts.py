@@ -28,7 +28,13 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from lookup_knowledge.domain.answer_check.claims import Claim
-from lookup_knowledge.domain.answer_check.facts import Fact, FactIndex, FactKind, extract_facts
+from lookup_knowledge.domain.answer_check.facts import (
+    Fact,
+    FactIndex,
+    FactKind,
+    extract_facts,
+    unit_base,
+)
 from lookup_knowledge.domain.answer_check.polarity import contradiction, is_directional
 from lookup_knowledge.domain.answer_check.sentences import sentence_spans
 from lookup_knowledge.domain.answer_check.text import Folded, find_folded, fold, fold_text
@@ -39,6 +45,7 @@ from lookup_knowledge.domain.answer_check.words import (
     folded_content_words,
     is_rare_word,
     stem_units,
+    swapped_words,
 )
 from lookup_knowledge.domain.projection import ELLIPSIS
 
@@ -113,8 +120,9 @@ def _with_parts(words: list[str]) -> list[str]:
     claim's "infected")."""
     out = list(words)
     for w in words:
-        if "-" in w:
-            out.extend(p for p in w.split("-") if len(p) > 1 and not p.isdigit())
+        if "-" in w or "_" in w or "." in w:
+            parts = w.replace("_", "-").replace(".", "-").split("-")
+            out.extend(p for p in parts if len(p) > 1 and not p.isdigit())
     return out
 
 
@@ -321,12 +329,15 @@ def assess_claim(
                     missing.append(fact)
                     reasons.append(swapped)
                 continue
+            if index.contains(fact):
+                if not _span_states_another(fact, span_facts):
+                    continue  # e.g. a value on the next line of a config listing
+                where = (
+                    "is not in the aligned span (it gives another value; this one occurs elsewhere)"
+                )
+            else:
+                where = "is not in the cited evidence"
             missing.append(fact)
-            where = (
-                "is not in the aligned span (it occurs elsewhere in the cited evidence)"
-                if index.contains(fact)
-                else "is not in the cited evidence"
-            )
             reasons.append(f"{_describe_fact(fact)} {where}")
         elif not index.contains(fact):
             missing.append(fact)
@@ -341,18 +352,14 @@ def assess_claim(
         for w in g.split()
     }
     rare: list[str] = []
-    stems = dict(
-        zip(claim.content, stem(list(claim.content)) if claim.content else [], strict=True)
-    )
-    for word in dict.fromkeys(claim.content):
+    span_words = folded_content_words(fold_text(span_text))
+    for word, said in swapped_words(claim.content, span_words, stem):
         if word in in_facts or word in attribution or not is_rare_word(word):
             continue
-        if is_directional(word):
+        if is_directional(word) or stem([word])[0] in union:
             continue
-        unit = stems[word]
-        if unit not in span_units and unit not in union:
-            missing.append(Fact(FactKind.ENTITY, word, word, 0, 0))
-            rare.append(f'word "{word}" is not in the cited evidence')
+        missing.append(Fact(FactKind.ENTITY, word, word, 0, 0))
+        rare.append(f'word "{word}" is not in the cited evidence (it says "{said}")')
 
     score = coverage(units, span_units)
     similarity = None
@@ -464,9 +471,10 @@ def _comparator_conflict(
         for f in p.facts
         if a <= f.start and f.end <= b and f.kind is FactKind.NUMBER and f.value == fact.value
     ]
-    if not theirs or mine in theirs:
-        return ""
-    said = theirs[0] or "exactly"
+    opposite = [t for t in theirs if t is not None and t != mine]
+    if not opposite or mine in theirs:
+        return ""  # a bound where the span states the value itself is a paraphrase
+    said = opposite[0]
     return f'the claim says "{mine} {fact.text}" where the evidence says "{said} {fact.text}"'
 
 
@@ -480,6 +488,19 @@ def _word_after(text: str, end: int, stem: Stem) -> str | None:
         if word not in STOP_WORDS:
             return stem([word])[0]
     return None
+
+
+def _span_states_another(fact: Fact, span_facts: Sequence[Fact]) -> bool:
+    """Whether the span states another quantity where the claim states ``fact``: a number
+    of the same unit family (or both bare) with another value, or, for a claim number with
+    a unit, any other number with a unit ("2.5 times higher" where the claim says "60 %")."""
+    family = unit_base(1.0, fact.unit)[0]
+    return any(
+        f.kind is FactKind.NUMBER
+        and f.value != fact.value
+        and (unit_base(1.0, f.unit)[0] == family or (fact.unit is not None and f.unit is not None))
+        for f in span_facts
+    )
 
 
 def _swapped_number(

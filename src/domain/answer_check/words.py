@@ -157,3 +157,32 @@ def is_rare_word(word: str) -> bool:
         and word not in COMMON_WORDS
         and word not in STOP_WORDS
     )
+
+
+def swapped_words(claim: Sequence[str], span: Sequence[str], stem: Stem) -> list[tuple[str, str]]:
+    """(claim word, span word) pairs where the claim puts a word the span does not have in
+    the place of one the claim does not have: the neighbours agree and the word between
+    differs ("myocarditis in rats" against "myocarditis in mice"). Content words, in order."""
+    if not claim or not span:
+        return []
+    c_stems = list(stem(list(claim)))
+    s_stems = list(stem(list(span)))
+    in_span, in_claim = set(s_stems), set(c_stems)
+    out: list[tuple[str, str]] = []
+    for i, (word, st) in enumerate(zip(claim, c_stems, strict=True)):
+        if st in in_span or not word.isalpha():
+            continue
+        before = c_stems[i - 1] if i > 0 and c_stems[i - 1] in in_span else None
+        after = c_stems[i + 1] if i + 1 < len(c_stems) and c_stems[i + 1] in in_span else None
+        for j, s in enumerate(s_stems):
+            if before is not None and s == before and j + 1 < len(span):
+                other = s_stems[j + 1]
+                if other not in in_claim and span[j + 1].isalpha():
+                    out.append((word, span[j + 1]))
+                    break
+            if after is not None and s == after and j > 0:
+                other = s_stems[j - 1]
+                if other not in in_claim and span[j - 1].isalpha():
+                    out.append((word, span[j - 1]))
+                    break
+    return out

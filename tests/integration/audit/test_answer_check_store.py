@@ -245,7 +245,7 @@ def test_claims_are_checked_against_their_aligned_sentence_and_contradictions_st
     )
     assert negated.reasons[0] == 'the claim says "affected" where the evidence says "not affect"'
     assert 'number "60%" is not what the evidence gives for "control"' in swapped.reasons[0]
-    assert rats.reasons == ('word "rats" is not in the cited evidence',)
+    assert rats.reasons == ('word "rats" is not in the cited evidence (it says "mice")',)
     assert "not in the aligned span" in elsewhere.reasons[0]
     assert check.verdict is Verdict.CONTRADICTED
 
