@@ -43,6 +43,8 @@ _TWO_WORD_CUES = {
     ("fails", "to"),
     ("failure", "to"),
     ("lack", "of"),
+    ("failure", "of"),
+    ("lack",),
     ("lacks",),
     ("lacked",),
     ("lacking",),
@@ -152,14 +154,34 @@ DIRECTION_GROUPS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ),
     (
         "quality",
-        ("improv", "better", "benefi", "amelior", "allevia", "good", "favorabl", "favourabl"),
-        ("worsen", "worse", "deteriorat", "harm", "aggravat", "poor", "unfavorabl", "unfavourabl"),
+        (
+            "improv",
+            "better",
+            "benefi",
+            "amelior",
+            "allevia",
+            "good",
+            "well",
+            "favorabl",
+            "favourabl",
+        ),
+        (
+            "worsen",
+            "worse",
+            "deteriorat",
+            "harm",
+            "aggravat",
+            "poor",
+            "unfavorabl",
+            "unfavourabl",
+            "impair",
+        ),
     ),
     ("sign", ("positiv",), ("negativ",)),
     ("response", ("sensitiv", "suscept"), ("resist", "insensitiv")),
     ("action", ("agonist",), ("antagonist",)),
 )
-_NOT_DIRECTIONAL = word_set("promoter promoters highly lowly goods")
+_NOT_DIRECTIONAL = word_set("promoter promoters highly lowly goods wells")
 _OPPOSITE_PREFIXES = (("up", "down"), ("over", "under"), ("hyper", "hypo"))
 
 
@@ -310,30 +332,60 @@ def _negation_conflict(c: Sequence[_Token], s: Sequence[_Token]) -> Contradictio
     return None
 
 
-def _pole(word: str) -> tuple[str, int, str] | None:
-    """(scale, pole 0/1, root) of a directional word, or None."""
+def _poles(word: str) -> list[tuple[str, int, str]]:
+    """(scale, pole 0/1, root) of each scale a directional word belongs to."""
+    if word in _NOT_DIRECTIONAL:
+        return []
+    out = []
     for scale, a, b in DIRECTION_GROUPS:
         for pole, roots in ((0, a), (1, b)):
-            for root in roots:
-                if word in _NOT_DIRECTIONAL:
-                    return None
-                if word.startswith(root) and (len(root) >= 5 or len(word) <= len(root) + 3):
-                    return scale, pole, root
-    return None
+            root = next(
+                (
+                    r
+                    for r in roots
+                    if word.startswith(r) and (len(r) >= 5 or len(word) <= len(r) + 3)
+                ),
+                None,
+            )
+            if root is not None:
+                out.append((scale, pole, root))
+    return out
 
 
-def _directions(tokens: Sequence[_Token]) -> list[tuple[str, int, str, str]]:
-    """(scale, pole, root, word) of each directional word, the pole flipped when negated."""
+def _pole(word: str) -> tuple[str, int, str] | None:
+    found = _poles(word)
+    return found[0] if found else None
+
+
+_WINDOW = 3
+
+
+def _context(tokens: Sequence[_Token], i: int) -> set[str]:
+    """Stems of the content words within ``_WINDOW`` tokens of ``tokens[i]``."""
+    lo, hi = max(0, i - _WINDOW), min(len(tokens), i + _WINDOW + 1)
+    return {t.stem for j, t in enumerate(tokens[lo:hi], lo) if j != i and t.content}
+
+
+@dataclass(frozen=True, slots=True)
+class _Direction:
+    scale: str
+    pole: int
+    root: str
+    word: str
+    context: frozenset[str]
+
+
+def _directions(tokens: Sequence[_Token]) -> list[_Direction]:
+    """Each directional word with its scale and pole (flipped when negated) and the
+    stems around it."""
     _, scoped = _negations(tokens)
-    out: list[tuple[str, int, str, str]] = []
+    out: list[_Direction] = []
     for i, t in enumerate(tokens):
         if not t.text[0].isalpha():
             continue
-        found = _pole(t.text)
-        if found is None:
-            continue
-        scale, pole, root = found
-        out.append((scale, pole ^ (i in scoped), root, t.text))
+        for scale, pole, root in _poles(t.text):
+            context = frozenset(_context(tokens, i))
+            out.append(_Direction(scale, pole ^ (i in scoped), root, t.text, context))
     return out
 
 
@@ -366,19 +418,29 @@ def is_directional(word: str) -> bool:
 
 def _direction_conflict(c: Sequence[_Token], s: Sequence[_Token]) -> Contradiction | None:
     claim_dirs = _directions(c)
-    shared = {d[2] for d in claim_dirs} & {d[2] for d in _directions(s)}
-    for scale, pole, root, word in claim_dirs:
-        # a word both texts use ("weight gain") says nothing about the claim's others
-        span_dirs = [d for d in _directions(s) if d[2] == root or d[2] not in shared]
-        same_root = [d for d in span_dirs if d[2] == root]
-        if any(d[1] == pole for d in same_root):
-            continue
-        same = [d for d in span_dirs if d[0] == scale and d[1] == pole]
+    span_all = _directions(s)
+    # a span word the claim repeats about the same things ("weight gain" in both) is
+    # accounted for by its best match in the claim and says nothing about the others
+    accounted: set[int] = set()
+    for o in claim_dirs:
+        same = [(len(o.context & d.context), i) for i, d in enumerate(span_all) if d.root == o.root]
+        same = [x for x in same if x[0] and x[1] not in accounted]
         if same:
+            accounted.add(max(same)[1])
+    for mine in claim_dirs:
+        others = [d for i, d in enumerate(span_all) if d.root == mine.root or i not in accounted]
+        scale = [d for d in others if d.scale == mine.scale]
+        # the span's words about the same things as the claim's word decide: those whose
+        # surroundings share the most with the claim word's
+        best = max((len(d.context & mine.context) for d in scale), default=0)
+        near = [d for d in scale if len(d.context & mine.context) == best] if best else scale
+        if any(d.root == mine.root and d.pole == mine.pole for d in near):
             continue
-        opposite = [d for d in span_dirs if d[0] == scale and d[1] != pole]
+        if any(d.pole == mine.pole for d in near):
+            continue
+        opposite = [d for d in near if d.pole != mine.pole]
         if opposite:
-            return Contradiction(word, opposite[0][3], "direction")
+            return Contradiction(mine.word, opposite[0].word, "direction")
     return _prefix_pair(c, s)
 
 

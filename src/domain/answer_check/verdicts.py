@@ -308,9 +308,8 @@ def assess_claim(
     aligned = [(p, *p.align(units)) for p in usable]
     best, span_a, span_b, _, _ = max(aligned, key=lambda x: (x[4], -aligned.index(x)))
     span_text = best.text[span_a:span_b]
-    # every cited block (or version of one) is aligned on its own; facts and words count
-    # where they stand in some block's aligned span
-    span_units = frozenset().union(*(x[3] for x in aligned))
+    # every cited block (or version of one) is aligned on its own; numbers count where
+    # they stand in some block's aligned span
     span_facts = [f for p, a, b, _, _ in aligned for f in p.facts if a <= f.start and f.end <= b]
     span_index = FactIndex.of_facts(span_facts, [p.folded_slice(a, b) for p, a, b, _, _ in aligned])
     index = FactIndex.of_facts(
@@ -361,7 +360,10 @@ def assess_claim(
         missing.append(Fact(FactKind.ENTITY, word, word, 0, 0))
         rare.append(f'word "{word}" is not in the cited evidence (it says "{said}")')
 
-    score = coverage(units, span_units)
+    # Coverage is the one check read on the cited blocks, not the span: a claim may take
+    # its subject from a heading and its value from a listing line (the span alone would
+    # miss the former); what the span must hold is checked above.
+    score = coverage(units, union)
     similarity = None
     if cosine:
         known = [cosine[p.document_id] for p in usable if p.document_id in cosine]
@@ -375,7 +377,7 @@ def assess_claim(
         detail = f"coverage {score:.2f} < {thresholds.min_coverage:.2f}"
         if similarity is not None:
             detail += f", cosine {similarity:.2f}"
-        reasons.append(f"the aligned span does not cover the claim's words ({detail})")
+        reasons.append(f"the cited evidence does not cover the claim's words ({detail})")
     if score >= thresholds.min_coverage or not enough:
         reasons.extend(rare)  # not when the embedder's cosine carried a paraphrase
     else:
@@ -433,7 +435,8 @@ def assess_claim(
 # "The runbook says", "according to the guide": who says it is not what is said.
 _ATTRIBUTION = re.compile(
     r"(?:^|[,;:]\s*)(?:the |this |our |your )?([\w -]{1,40}?)\s+"
-    r"(?:says|said|states|stated|notes|explains|reports|reported|mentions|writes|shows)\b"
+    r"(?:says|said|states|stated|notes|explains|reports|reported|mentions|writes|write|"
+    r"shows|found|find)\b"
     r"|\baccording to (?:the |this |our |your )?([\w -]{1,40}?)(?=[,:]|$)",
     re.IGNORECASE,
 )

@@ -143,7 +143,9 @@ COMMON_WORDS = word_set(
     "young "
     # answer boilerplate
     "guide manual paper article authors abstract passage page section text writes wrote "
-    "explains explained describes notes recommends recommended"
+    "explains explained describes notes recommends recommended write "
+    # general words paraphrases use
+    "hard easy move moves moved needed kept keep keeps run runs get gets give gives made"
 )
 
 
