@@ -5,8 +5,8 @@ follows it, except after an abbreviation that never ends one (``e.g.``, ``i.e.``
 ``cf.``, ``Fig.``, ``No.`` before a number, ``et al.`` before a lower-case word), and
 after a lone capital letter followed by a lower-case word (a genus, ``S. aureus``,
 ``C. elegans``; an initial). ``3.5`` is a decimal: no space follows its point. ``!`` and
-``?`` followed by whitespace, Chinese ``。！？；`` and line breaks (in evidence) always end
-one.
+``?`` followed by whitespace and Chinese ``。！？；`` always end one; in evidence a line
+break does too, unless it only wraps a paragraph or a list item (Markdown wraps lines).
 """
 
 from __future__ import annotations
@@ -85,6 +85,20 @@ def full_stop_ends_sentence(text: str, i: int, end: int | None = None) -> bool:
     return True
 
 
+_BLOCK_START = re.compile(r"[ \t]*(?:$|[-*+#|>•]|\d{1,3}[.)]\s|```|~~~)")
+_LINE_START = re.compile(r"[ \t]*(?:[#|]|```|~~~)")
+
+
+def _line_break_ends(text: str, i: int) -> bool:
+    """A line break ends a sentence unless it only wraps a paragraph or a list item: the
+    next line is blank or starts a list item, heading, table row, quote or fence, or this
+    line is a heading, table row or fence."""
+    if _BLOCK_START.match(text, i + 1):
+        return True
+    line_start = text.rfind("\n", 0, i) + 1
+    return _LINE_START.match(text, line_start) is not None
+
+
 def sentence_spans(text: str, *, line_breaks: bool = True) -> list[tuple[int, int]]:
     """The sentences of ``text`` as ``(start, end)`` offsets, whitespace trimmed, empty
     ones dropped. ``line_breaks``: a line break ends a sentence too."""
@@ -95,8 +109,10 @@ def sentence_spans(text: str, *, line_breaks: bool = True) -> list[tuple[int, in
     while i < n:
         ch = text[i]
         stop = False
-        if ch in "。！？；" or (line_breaks and ch == "\n"):
+        if ch in "。！？；":
             stop = True
+        elif ch == "\n":
+            stop = line_breaks and _line_break_ends(text, i)
         elif ch in "!?":
             stop = i + 1 >= n or text[i + 1].isspace() or text[i + 1] in _CLOSERS
         elif ch == ".":

@@ -216,3 +216,13 @@ def test_a_rare_lowercase_word_missing_from_the_span_is_an_unsupported_fact() ->
     verdict, reasons, _ = verdict_of("IFN-gamma suppressed myocarditis in rats", ABSTRACT)
     assert verdict is Verdict.UNSUPPORTED
     assert reasons == ('word "rats" is not in the cited evidence (it says "mice")',)
+
+
+def test_a_wrapped_markdown_line_does_not_end_a_sentence_but_a_list_item_does() -> None:
+    text = "- Redirects (3xx)\n  are not followed.\n- Do the work later\n\n# Retry\nNext"
+    assert [text[a:b] for a, b in sentence_spans(text)] == [
+        "- Redirects (3xx)\n  are not followed.",
+        "- Do the work later",
+        "# Retry",
+        "Next",
+    ]
