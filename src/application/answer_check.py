@@ -16,8 +16,9 @@ verdicts beside the invocations:
   made for, and the untenanted ones): the text is used only if it hashes to what was
   shown, else "evidence changed since shown";
 * ``WordStemmer`` - stems for lexical coverage; ``Embedder`` (optional) - claim-to-block
-  cosine; ``ClaimJudge`` (optional) - an NLI/LLM opinion recorded as a signal, never a
-  verdict;
+  cosine; ``ClaimJudge`` (optional) - an NLI/LLM opinion of the claim against its aligned
+  span, recorded as a signal (``JudgeMode.SIGNAL``) or also overturning ``supported``
+  (``JudgeMode.VETO``: contradicted -> ``contradicted``, neutral -> ``unsupported``);
 * ``AnswerCheckStore`` - the ``answer_check`` / ``claim_check`` records.
 """
 

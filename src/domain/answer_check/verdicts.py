@@ -7,15 +7,21 @@ For one claim, in order:
    returned to another session) -> ``invalid_citation``;
 3. no text of the cited blocks available (not kept, and the block has changed since or is
    gone) -> ``unsupported`` with that reason;
-4. every quote must occur in a cited block (Claude's ``cited_text`` in *its* block), every
-   fact (number with unit, version, code, identifier, name) in some cited block, and the
-   claim's content words must be covered (stemmed) by the cited text at least
+4. the claim is aligned, in each cited block, to the sentence or run of adjacent sentences
+   sharing most of its stemmed words (``PreparedEvidence.align``; offsets reported). A
+   negation or direction the claim flips against that span (``polarity``), or a "more
+   than" where it says "less than", -> ``contradicted``, the reason naming both words;
+5. every quote must occur in a cited block (Claude's ``cited_text`` in *its* block), every
+   number in an aligned span (not one found elsewhere while the span gives another value,
+   nor one the span gives for another word), every version, code, identifier and name in
+   some cited block; a rare claim word the span replaces in place by another is a miss;
+   the claim's content words must be covered (stemmed) by the cited text at least
    ``min_coverage`` - or, with an embedder, the claim-to-block cosine reaches
    ``min_cosine`` while coverage is at least ``min_coverage_with_cosine``. Any miss ->
-   ``unsupported``, each miss a reason; else ``supported``, with the best block and the
-   span in it (the quote's, or the sentence window sharing the most units).
+   ``unsupported``, each miss a reason; else ``supported``, with the aligned span (or the
+   quote's).
 
-The rules are deterministic; an external judge may add a signal but never decides.
+The rules are deterministic; a judge's opinion is applied by the use case (signal or veto).
 """
 
 from __future__ import annotations
