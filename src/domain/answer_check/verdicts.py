@@ -50,6 +50,7 @@ from lookup_knowledge.domain.answer_check.words import (
     coverage,
     folded_content_words,
     is_rare_word,
+    is_technical_term,
     stem_units,
     swapped_words,
 )
@@ -365,6 +366,13 @@ def assess_claim(
             continue
         missing.append(Fact(FactKind.ENTITY, word, word, 0, 0))
         rare.append(f'word "{word}" is not in the cited evidence (it says "{said}")')
+    named = {r.split('"')[1] for r in rare}
+    for word in dict.fromkeys(w for part in claim.content for w in part.split("-")):
+        if word in named or word in attribution or not is_technical_term(word):
+            continue
+        if stem([word])[0] not in union and word not in in_facts:
+            missing.append(Fact(FactKind.ENTITY, word, word, 0, 0))
+            rare.append(f'name "{word}" is not in the cited evidence')
 
     # Coverage is the one check read on the cited blocks, not the span: a claim may take
     # its subject from a heading and its value from a listing line (the span alone would

@@ -188,3 +188,60 @@ def swapped_words(claim: Sequence[str], span: Sequence[str], stem: Stem) -> list
                     out.append((word, span[j - 1]))
                     break
     return out
+
+
+# Lowercase technical terms, known by their morphology: the stems of international
+# nonproprietary drug names (sorafenib, rituximab, olanzapine, metformin, ...) and the
+# endings of disease, tumour and enzyme names (myocarditis, lymphoma, fibrosis, kinase).
+TECHNICAL_ENDINGS = (
+    "mab",
+    "nib",
+    "pril",
+    "sartan",
+    "olol",
+    "azole",
+    "mycin",
+    "cillin",
+    "cycline",
+    "statin",
+    "vir",
+    "apine",
+    "azepam",
+    "oxetine",
+    "parin",
+    "floxacin",
+    "platin",
+    "taxel",
+    "rubicin",
+    "formin",
+    "gliptin",
+    "glitazone",
+    "triptan",
+    "setron",
+    "prazole",
+    "dronate",
+    "oma",
+    "omas",
+    "itis",
+    "osis",
+    "emia",
+    "aemia",
+    "pathy",
+    "plasia",
+    "kinase",
+    "kinases",
+    "phatase",
+    "phatases",
+)
+
+
+def is_technical_term(word: str) -> bool:
+    """A lowercase word that names a drug, disease or enzyme by its ending (see
+    ``TECHNICAL_ENDINGS``), six letters or more."""
+    return (
+        len(word) >= 6
+        and word.isascii()
+        and word.isalpha()
+        and word not in COMMON_WORDS
+        and word.endswith(TECHNICAL_ENDINGS)
+    )

@@ -223,7 +223,8 @@ def test_claims_are_checked_against_their_aligned_sentence_and_contradictions_st
         f"Dicer knockdown affected silencing in HIV-1-producing cells [{cited}]. "
         f"Survival was 60% in controls versus 30% in treated animals [{cited}]. "
         f"IFN-gamma suppressed myocarditis in rats [{cited}]. "
-        f"In S. aureus carriers the risk was 60% higher [{cited}].",
+        f"In S. aureus carriers the risk was 60% higher [{cited}]. "
+        f"Sorafenib-treated mice had less myocarditis [{cited}].",
     )
     verdicts = [c.verdict for c in check.claims]
     assert verdicts == [
@@ -233,8 +234,9 @@ def test_claims_are_checked_against_their_aligned_sentence_and_contradictions_st
         Verdict.UNSUPPORTED,  # numbers swapped within the sentence
         Verdict.UNSUPPORTED,  # a rare word the span does not have
         Verdict.UNSUPPORTED,  # a number from another sentence of the block
+        Verdict.UNSUPPORTED,  # a drug name the block does not have
     ]
-    supported, reversed_, negated, swapped, rats, elsewhere = check.claims
+    supported, reversed_, negated, swapped, rats, elsewhere, drug = check.claims
     span = supported.signals["span"]
     assert isinstance(span, dict)
     assert block["content"][span["start"] : span["end"]] == (
@@ -247,6 +249,7 @@ def test_claims_are_checked_against_their_aligned_sentence_and_contradictions_st
     assert 'number "60%" is not what the evidence gives for "control"' in swapped.reasons[0]
     assert rats.reasons == ('word "rats" is not in the cited evidence (it says "mice")',)
     assert "not in the aligned span" in elsewhere.reasons[0]
+    assert 'name "sorafenib" is not in the cited evidence' in drug.reasons
     assert check.verdict is Verdict.CONTRADICTED
 
     stored = app.answer_checks.get_check(check.id)

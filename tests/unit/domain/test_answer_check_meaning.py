@@ -226,3 +226,14 @@ def test_a_wrapped_markdown_line_does_not_end_a_sentence_but_a_list_item_does() 
         "# Retry",
         "Next",
     ]
+
+
+def test_lowercase_and_sentence_initial_drug_and_disease_names_are_facts() -> None:
+    span = "Olanzapine-treated patients gained weight; lymphoma was rare."
+    verdict, reasons, _ = verdict_of("Sorafenib-treated patients gained weight", span)
+    assert verdict is Verdict.UNSUPPORTED
+    assert 'name "sorafenib" is not in the cited evidence' in reasons
+    verdict, reasons, _ = verdict_of("Olanzapine-treated patients gained weight", span)
+    assert verdict is Verdict.SUPPORTED
+    verdict, reasons, _ = verdict_of("Myeloma struck patients who gained weight", span)
+    assert 'name "myeloma" is not in the cited evidence' in reasons
