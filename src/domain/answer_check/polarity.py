@@ -444,7 +444,77 @@ def _direction_conflict(c: Sequence[_Token], s: Sequence[_Token]) -> Contradicti
     return _prefix_pair(c, s)
 
 
+# Chinese: a negation cue negates the two characters after it; direction words by pole.
+_ZH_NEGATIONS = ("没有", "并未", "未能", "不能", "无法", "不", "未", "没", "非")
+_ZH_NOT_NEGATION = ("不仅", "不同", "不断", "不超过", "不少于", "不低于", "不高于", "无论", "非常")
+_ZH_DIRECTIONS = (
+    (
+        (
+            "增加",
+            "增长",
+            "提高",
+            "升高",
+            "上升",
+            "增强",
+            "高于",
+            "多于",
+            "延长",
+            "扩大",
+            "改善",
+            "促进",
+        ),
+        ("减少", "下降", "降低", "减弱", "低于", "少于", "缩短", "缩小", "恶化", "抑制"),
+    ),
+)
+_CJK = re.compile(r"[\u3400-\u9fff]")
+
+
+def _zh_negated(text: str) -> list[tuple[str, str]]:
+    """(cue, the two characters it negates) of each Chinese negation in ``text``."""
+    out = []
+    i = 0
+    while i < len(text):
+        if any(text.startswith(n, i) for n in _ZH_NOT_NEGATION):
+            i += 2
+            continue
+        cue = next((n for n in _ZH_NEGATIONS if text.startswith(n, i)), None)
+        if cue is None:
+            i += 1
+            continue
+        head = text[i + len(cue) : i + len(cue) + 2]
+        if len(head) == 2 and _CJK.fullmatch(head[0]) and _CJK.fullmatch(head[1]):
+            out.append((cue, head))
+        i += len(cue)
+    return out
+
+
+# A rule stated with a condition ("不能超过…，否则返回" / "超过…时返回") keeps its negation
+# in one wording and not the other: negation is not compared then.
+_ZH_CONDITIONAL = ("否则", "如果", "若是", "假如", "一旦")
+
+
+def _zh_conflict(claim: str, span: str) -> Contradiction | None:
+    conditional = any(m in claim or m in span for m in _ZH_CONDITIONAL)
+    c_neg = [(cue, h) for cue, h in _zh_negated(claim) if h in span and not conditional]
+    s_neg = [(cue, h) for cue, h in _zh_negated(span) if h in claim and not conditional]
+    if c_neg and not s_neg:
+        return Contradiction(c_neg[0][0] + c_neg[0][1], c_neg[0][1], "negation")
+    if s_neg and not c_neg:
+        return Contradiction(s_neg[0][1], s_neg[0][0] + s_neg[0][1], "negation")
+    for up, down in _ZH_DIRECTIONS:
+        for mine, theirs in ((up, down), (down, up)):
+            said = [w for w in mine if w in claim and w not in span]
+            if said and not any(w in span for w in mine):
+                opposite = [w for w in theirs if w in span and w not in claim]
+                if opposite:
+                    return Contradiction(said[0], opposite[0], "direction")
+    return None
+
+
 def contradiction(claim: str, span: str, stem: Stem) -> Contradiction | None:
-    """The first conflict between a claim and its aligned span: negation, then direction."""
+    """The first conflict between a claim and its aligned span: negation, then direction
+    (Chinese text by its own cues and direction words)."""
+    if _CJK.search(claim):
+        return _zh_conflict(fold_text(claim), fold_text(span))
     c, s = _tokens(claim, stem), _tokens(span, stem)
     return _negation_conflict(c, s) or _direction_conflict(c, s)

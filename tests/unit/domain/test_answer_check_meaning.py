@@ -237,3 +237,14 @@ def test_lowercase_and_sentence_initial_drug_and_disease_names_are_facts() -> No
     assert verdict is Verdict.SUPPORTED
     verdict, reasons, _ = verdict_of("Myeloma struck patients who gained weight", span)
     assert 'name "myeloma" is not in the cited evidence' in reasons
+
+
+def test_chinese_negation_and_direction_against_the_span() -> None:
+    span = "原支付的处理手续费不退还。退款成功率明显提高。"
+    verdict, reasons, _ = verdict_of("退款会退还原支付的处理手续费", span)
+    assert verdict is Verdict.CONTRADICTED
+    assert reasons[0] == 'the claim says "退还" where the evidence says "不退还"'
+    verdict, reasons, _ = verdict_of("退款成功率明显下降", span)
+    assert verdict is Verdict.CONTRADICTED
+    assert reasons[0] == 'the claim says "下降" where the evidence says "提高"'
+    assert verdict_of("原支付的处理手续费不退还", span)[0] is Verdict.SUPPORTED
