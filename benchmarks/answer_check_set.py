@@ -29,7 +29,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ROOT / "benchmarks" / "data" / "answer_check_cases.json"
-VERDICTS = ("supported", "unsupported", "uncited", "invalid_citation")
+VERDICTS = ("supported", "unsupported", "contradicted", "uncited", "invalid_citation")
 
 
 @dataclass
@@ -136,6 +136,13 @@ def main() -> int:
     for verdict in VERDICTS:
         p, r, n_pred, n_lab = precision_recall(results, verdict)
         print(f"{verdict:<18}{p:>10.3f}{r:>8.3f}{n_pred:>11}{n_lab:>10}")
+    flagged = [r for r in results if r.got != "supported"]
+    positive = [r for r in results if r.expect != "supported"]
+    hits = sum(1 for r in flagged if r.expect != "supported")
+    print(
+        f"{'not supported':<18}{hits / len(flagged) if flagged else 1.0:>10.3f}"
+        f"{hits / len(positive) if positive else 1.0:>8.3f}{len(flagged):>11}{len(positive):>10}"
+    )
     print()
     print("confusion (label -> verdict):")
     confusion = Counter((r.expect, r.got) for r in results)

@@ -21,6 +21,7 @@ from lookup_knowledge.adapters.answer_check import (
     OpenAICompatibleClaimJudge,
     SearchChunkText,
     SnowballStemmer,
+    TeiNliClaimJudge,
 )
 from lookup_knowledge.adapters.audit import (
     AlembicAuditSchema,
@@ -246,6 +247,20 @@ def _openai_judge(settings: Settings) -> Iterator[OpenAICompatibleClaimJudge]:
         client.close()
 
 
+def _tei_judge(settings: Settings) -> Iterator[TeiNliClaimJudge]:
+    judge = settings.audit.check.judge
+    client = TeiNliClaimJudge(
+        base_url=judge.base_url,
+        model=judge.model,
+        api_key=settings.judge_api_key,
+        timeout_s=judge.timeout_s,
+    )
+    try:
+        yield client
+    finally:
+        client.close()
+
+
 def _judge_provider(settings: Settings) -> str:
     return settings.audit.check.judge.provider.value
 
@@ -415,6 +430,7 @@ class Container(containers.DeclarativeContainer):
         providers.Callable(_judge_provider, settings),
         none=providers.Object(None),
         openai=providers.Resource(_openai_judge, settings),
+        tei=providers.Resource(_tei_judge, settings),
     )
     # A block's current text by document_id, from the rows of one tenant (or none).
     chunk_text = providers.Singleton(SearchChunkText, search)

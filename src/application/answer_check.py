@@ -16,8 +16,9 @@ verdicts beside the invocations:
   made for, and the untenanted ones): the text is used only if it hashes to what was
   shown, else "evidence changed since shown";
 * ``WordStemmer`` - stems for lexical coverage; ``Embedder`` (optional) - claim-to-block
-  cosine; ``ClaimJudge`` (optional) - an NLI/LLM opinion recorded as a signal, never a
-  verdict;
+  cosine; ``ClaimJudge`` (optional) - an NLI/LLM opinion of the claim against its aligned
+  span, recorded as a signal (``JudgeMode.SIGNAL``) or also overturning ``supported``
+  (``JudgeMode.VETO``: contradicted -> ``contradicted``, neutral -> ``unsupported``);
 * ``AnswerCheckStore`` - the ``answer_check`` / ``claim_check`` records.
 """
 
@@ -43,6 +44,7 @@ from lookup_knowledge.application.ports import (
     Clock,
     CurrentChunkText,
     Embedder,
+    JudgeMode,
     SessionEvidenceReader,
     ShownBlock,
     ToolInvocationRecorder,
@@ -63,10 +65,11 @@ from lookup_knowledge.domain.answer_check import (
     PreparedEvidence,
     Verdict,
     assess_claim,
+    bare_text,
     claims_from_claude,
-    overall_verdict,
     shown_text_from,
     split_claims,
+    worst_verdict,
 )
 from lookup_knowledge.domain.errors import (
     ConfigurationError,
@@ -110,6 +113,10 @@ def answer_check_json(check: AnswerCheck) -> dict[str, Any]:
                         "score": c.support.score,
                     }
                 ),
+                # the span of the cited text every check ran against, and the judge's
+                # opinion of the claim against it (None: no judge configured)
+                "span": c.signals.get("span"),
+                "judge": c.signals.get("judge"),
             }
             for c in check.claims
         ],
@@ -123,6 +130,7 @@ def answer_check_json(check: AnswerCheck) -> dict[str, Any]:
 class AnswerCheckSettings:
     thresholds: CheckThresholds = field(default_factory=CheckThresholds)
     citation_pattern: str = DEFAULT_CITATION_PATTERN
+    judge_mode: JudgeMode = JudgeMode.SIGNAL
 
     def __post_init__(self) -> None:
         try:
@@ -253,7 +261,7 @@ class CheckAnswer:
             )
             for claim in claims
         ]
-        checked = tuple(self._recorded(v, texts) for v in verdicts)
+        checked = tuple(self._recorded(v) for v in verdicts)
         check = AnswerCheck(
             id=str(uuid7(now)),
             session_id=session_id,
@@ -261,7 +269,7 @@ class CheckAnswer:
             answer_format=fmt,
             answer_text=text,
             answer_hash=hashlib.sha256(text.encode("utf-8")).hexdigest(),
-            verdict=overall_verdict(verdicts),
+            verdict=worst_verdict([c.verdict for c in checked]),
             claims=checked,
             checker_version=CHECKER_VERSION,
             created_at=now,
@@ -405,9 +413,7 @@ class CheckAnswer:
             }
         return out
 
-    def _recorded(
-        self, verdict: ClaimVerdict, texts: Mapping[str, Sequence[EvidenceText]]
-    ) -> CheckedClaim:
+    def _recorded(self, verdict: ClaimVerdict) -> CheckedClaim:
         claim = verdict.claim
         signals: dict[str, object] = {}
         if verdict.coverage is not None:
@@ -423,31 +429,49 @@ class CheckAnswer:
             ]
         if claim.facts:
             signals["facts"] = [{"kind": f.kind.value, "key": f.key} for f in claim.facts]
-        if self._judge is not None and verdict.verdict in (Verdict.SUPPORTED, Verdict.UNSUPPORTED):
-            shown = [
-                e.prepared.text
-                for d in claim.cited_ids
-                for e in texts.get(d, ())
-                if e.prepared is not None
-            ]
-            if shown:
-                signals["judge"] = self._ask_judge(claim.text, shown)
+        if verdict.span is not None:
+            signals["span"] = {
+                "document_id": verdict.span.document_id,
+                "start": verdict.span.start,
+                "end": verdict.span.end,
+            }
+        outcome, reasons = verdict.verdict, verdict.reasons
+        judged = (Verdict.SUPPORTED, Verdict.UNSUPPORTED, Verdict.CONTRADICTED)
+        if self._judge is not None and outcome in judged and verdict.span_text:
+            said = " ".join(bare_text(claim).split()).rstrip(" .") + "."
+            opinion = self._ask_judge(said, verdict.span_text)
+            signals["judge"] = opinion
+            if self._settings.judge_mode is JudgeMode.VETO and outcome is Verdict.SUPPORTED:
+                label = opinion.get("label")
+                if label in ("contradicted", "neutral"):
+                    outcome = (
+                        Verdict.CONTRADICTED if label == "contradicted" else Verdict.UNSUPPORTED
+                    )
+                    why = opinion.get("reason") or label
+                    reasons = (f"judge {opinion.get('model') or ''}: {why}".replace("  ", " "),)
         return CheckedClaim(
             index=claim.index,
             text=claim.text,
             start=claim.start,
             end=claim.end,
             citations=verdict.citations,
-            verdict=verdict.verdict,
-            reasons=verdict.reasons,
-            support=verdict.support,
+            verdict=outcome,
+            reasons=reasons,
+            support=verdict.support if outcome is Verdict.SUPPORTED else None,
             signals=MappingProxyType(signals),
         )
 
-    def _ask_judge(self, claim: str, evidence: Sequence[str]) -> dict[str, object]:
+    def _ask_judge(self, claim: str, span: str) -> dict[str, object]:
         assert self._judge is not None
         try:
-            opinion = self._judge.judge(claim, evidence)
+            opinion = self._judge.judge(claim, [span])
         except LookupKnowledgeError as error:
             return {"error": f"{error.code}: {error.message}"}
-        return {"label": opinion.label, "score": opinion.score, "model": opinion.model}
+        out: dict[str, object] = {
+            "label": opinion.label,
+            "score": opinion.score,
+            "model": opinion.model,
+        }
+        if opinion.reason:
+            out["reason"] = opinion.reason
+        return out

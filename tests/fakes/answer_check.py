@@ -132,6 +132,7 @@ class InMemoryAnswerCheckStore(AnswerCheckStore):
             checks=len(checks),
             claims=sum(len(c.claims) for c in checks),
             supported=sum(summary_of(c).supported_count for c in checks),
+            contradicted=sum(summary_of(c).contradicted_count for c in checks),
         )
 
 

@@ -76,3 +76,29 @@ def test_the_set_file_sits_where_the_benchmark_reads_it() -> None:
     assert (
         Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "answer_check_cases.json"
     ).is_file()
+
+
+def test_the_scifact_set_has_every_kind_the_meaning_checks_name_and_a_held_part() -> None:
+    from benchmarks.answer_check_scifact import load_set
+
+    data = load_set()
+    cases = data["cases"]
+    assert len(cases) + len(load_cases()) >= 300
+    assert {
+        "supported_paraphrase",
+        "supported_quote",
+        "negation",
+        "direction",
+        "swapped_number",
+        "changed_number",
+        "swapped_entity",
+        "invented_claim",
+        "wrong_block",
+        "invented_id",
+        "uncited",
+        "invented_quote",
+    } <= {c["kind"] for c in cases}
+    assert {c["split"] for c in cases} == {"dev", "held"}
+    assert {c["doc"] for c in cases} <= set(data["documents"])
+    assert not any("#chunk-" in c["answer"] for c in cases), "ids come from the lookup"
+    assert any(c["expect"] == "contradicted" for c in load_cases())

@@ -1,5 +1,7 @@
-"""The OpenAI-compatible claim judge against a stub chat server on 127.0.0.1, alone and as
-configured in the app (with the embedder's cosine); the checker without an audit store."""
+"""The claim judges against stub servers on 127.0.0.1 speaking their APIs (an
+OpenAI-compatible chat endpoint; Text Embeddings Inference's ``/predict`` with an NLI
+model), alone and as configured in the app (signal and veto modes); the checker without
+an audit store."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ from typing import Any
 import pytest
 
 from lookup_knowledge import create_app
-from lookup_knowledge.adapters.answer_check import OpenAICompatibleClaimJudge
+from lookup_knowledge.adapters.answer_check import OpenAICompatibleClaimJudge, TeiNliClaimJudge
+from lookup_knowledge.application.answer_check import answer_check_json
 from lookup_knowledge.domain.errors import ConfigurationError, JudgeError
 from tests.support.tcp_proxy import closed_port
 
@@ -50,14 +53,77 @@ class StubChat:
         self.replies.append((status, {"choices": [{"message": {"content": content}}]}))
 
 
-@pytest.fixture
-def stub() -> Iterator[StubChat]:
-    server = StubChat()
+class StubTei(StubChat):
+    """Answers POST /predict like TEI with an NLI model: every label with its score."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.url = self.url.removesuffix("/v1")
+
+    def predict(self, entailment: float, neutral: float, contradiction: float) -> None:
+        scores = {"entailment": entailment, "neutral": neutral, "contradiction": contradiction}
+        ranked = sorted(scores.items(), key=lambda kv: -kv[1])
+        self.replies.append((200, [{"label": k, "score": v} for k, v in ranked]))
+
+
+def _serve(server: StubChat) -> Iterator[Any]:
     thread = threading.Thread(target=server.server.serve_forever, daemon=True)
     thread.start()
     yield server
     server.server.shutdown()
     server.server.server_close()
+
+
+@pytest.fixture
+def stub() -> Iterator[StubChat]:
+    yield from _serve(StubChat())
+
+
+@pytest.fixture
+def tei() -> Iterator[StubTei]:
+    yield from _serve(StubTei())
+
+
+def test_the_nli_judge_sends_the_pair_to_predict_and_takes_the_best_label(tei: StubTei) -> None:
+    judge = TeiNliClaimJudge(base_url=tei.url, model="nli-deberta")
+    tei.predict(0.05, 0.15, 0.80)
+    opinion = judge.judge("Failover takes ten minutes.", ["Failover takes about two minutes."])
+    judge.close()
+    assert (opinion.label, opinion.score, opinion.model) == ("contradicted", 0.8, "nli-deberta")
+    assert opinion.reason == "NLI: contradiction (0.80)"
+    assert tei.requests == [
+        {
+            "inputs": ["Failover takes about two minutes.", "Failover takes ten minutes."],
+            "truncate": True,
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    ("status", "reply", "message"),
+    [
+        (500, {}, "HTTP 500"),
+        (200, {"error": "no"}, "not TEI's /predict answer"),
+        (200, [{"label": "LABEL_0", "score": 0.9}], "unknown label"),
+    ],
+)
+def test_every_nli_failure_is_a_judge_error(
+    tei: StubTei, status: int, reply: Any, message: str
+) -> None:
+    judge = TeiNliClaimJudge(base_url=tei.url, api_key="tei-secret")
+    tei.replies.append((status, reply))
+    with pytest.raises(JudgeError, match=message) as raised:
+        judge.judge("claim", ["evidence"])
+    assert "tei-secret" not in str(raised.value)
+
+
+def test_a_judge_gets_the_aligned_span_bounded_not_the_whole_block(tei: StubTei) -> None:
+    judge = TeiNliClaimJudge(base_url=tei.url)
+    tei.predict(0.9, 0.05, 0.05)
+    judge.judge("claim", ["word " * 2000])
+    premise = tei.requests[0]["inputs"][0]
+    assert len(premise) <= 2050
+    assert premise.endswith(" …")
 
 
 def test_the_judge_sends_claim_and_evidence_and_parses_the_opinion(stub: StubChat) -> None:
@@ -131,6 +197,86 @@ def test_the_configured_judge_and_embedder_add_signals_to_recorded_claims(
     assert claim.verdict.value == "supported"  # the judge never decides
     assert claim.signals["judge"] == {"label": "contradicted", "score": 0.7, "model": "nli-small"}
     assert isinstance(claim.signals["cosine"], float)
+
+
+FAILOVER = (
+    "# Failover\n\nPatroni elects a new leader when the primary fails. "
+    "Failover takes about two minutes. Announce it in the incident channel.\n"
+)
+
+
+def _veto_app(tmp_path: Path, provider: str, url: str) -> Any:
+    corpus = tmp_path / "corpus" / "operations"
+    corpus.mkdir(parents=True)
+    (corpus / "failover.md").write_text(FAILOVER, encoding="utf-8")
+    app = create_app(
+        overrides={
+            "data-dir": str(tmp_path / "data"),
+            "embedder.provider": "hashing",
+            "rag.min-relevance": 0.0,
+            "audit.check.judge.provider": provider,
+            "audit.check.judge.base-url": url,
+            "audit.check.judge.model": "nli-small",
+            "audit.check.judge.mode": "veto",
+        }
+    )
+    app.ingest([corpus.parent], root=corpus.parent)
+    return app
+
+
+def test_in_veto_mode_a_contradicting_chat_judge_overturns_a_supported_claim(
+    stub: StubChat, tmp_path: Path
+) -> None:
+    with _veto_app(tmp_path, "openai", stub.url) as app:
+        cited = app.lookup("how long does failover take", session_id="veto")["evidenceBlocks"][0][
+            "document_id"
+        ]
+        stub.reply_with(
+            '{"label": "contradicted", "score": 0.8, "reason": "the runbook says two minutes"}'
+        )
+        check = app.check_answer("veto", f"Failover takes about two minutes [{cited}].")
+        stored = app.answer_checks.get_check(check.id)
+    (claim,) = stored.claims
+    assert claim.verdict.value == "contradicted"
+    assert claim.reasons == ("judge nli-small: the runbook says two minutes",)
+    assert stored.verdict.value == "contradicted"
+    # the judge saw the claim's sentence, not the block
+    user = stub.requests[0]["messages"][1]["content"]
+    assert "Failover takes about two minutes." in user
+    assert "Patroni" not in user
+    published = answer_check_json(stored)["claims"][0]
+    assert published["judge"]["label"] == "contradicted"
+    assert published["span"]["document_id"] == cited
+
+
+def test_in_veto_mode_a_neutral_nli_judge_makes_a_supported_claim_unsupported(
+    tei: StubTei, tmp_path: Path
+) -> None:
+    with _veto_app(tmp_path, "tei", tei.url) as app:
+        cited = app.lookup("how long does failover take", session_id="veto")["evidenceBlocks"][0][
+            "document_id"
+        ]
+        tei.predict(0.2, 0.7, 0.1)
+        tei.predict(0.9, 0.05, 0.05)
+        check = app.check_answer(
+            "veto",
+            f"Failover takes about two minutes [{cited}]. "
+            f"Patroni elects a new leader when the primary fails [{cited}].",
+        )
+    neutral, entailed = check.claims
+    assert neutral.verdict.value == "unsupported"
+    assert neutral.reasons == ("judge nli-small: NLI: neutral (0.70)",)
+    assert entailed.verdict.value == "supported"
+    assert entailed.signals["judge"] == {
+        "label": "entailed",
+        "score": 0.9,
+        "model": "nli-small",
+        "reason": "NLI: entailment (0.90)",
+    }
+    assert tei.requests[0]["inputs"] == [
+        "Failover takes about two minutes.",
+        "Failover takes about two minutes.",
+    ]
 
 
 def test_with_the_audit_store_off_there_is_nothing_to_check_against(tmp_path: Path) -> None:

@@ -421,6 +421,11 @@ def test_check_answer_judges_claims_against_what_this_mcp_session_was_shown(
     assert good["verdict"] == "supported", good
     assert bad["verdict"] == "unsupported", bad
     assert any("five minutes" in r for r in bad["claims"][0]["reasons"])
+    # the aligned span is published; no judge is configured here
+    span = good["claims"][0]["span"]
+    assert span["document_id"] == _returned_ids(found)[0]
+    assert span["end"] > span["start"]
+    assert good["claims"][0]["judge"] is None
     # Both checks are recorded under the MCP session of the lookup.
     (invocation,) = _session_rows(app, good["sessionId"])
     assert invocation.session_id == bad["sessionId"]

@@ -1,9 +1,10 @@
 """``ClaimJudge`` over an OpenAI-compatible ``POST {base_url}/chat/completions`` endpoint.
 
 Any chat model (a hosted one, vLLM, Ollama, llama.cpp's server) is asked whether the
-evidence entails, contradicts or is neutral to the claim, and must answer with one JSON
-object ``{"label": ..., "score": ...}``. Its opinion is recorded beside the verdict as a
-signal; the deterministic rules decide. Every failure (transport, status, a reply that is
+evidence (the claim's aligned span, bounded to about 512 tokens) entails, contradicts or
+is neutral to the claim, and must answer with one JSON object ``{"label": ..., "score":
+..., "reason": ...}``. With ``audit.check.judge.mode`` ``signal`` the opinion is recorded
+beside the verdict; with ``veto`` it can overturn a ``supported`` verdict. Every failure (transport, status, a reply that is
 not the JSON asked for) is a ``JudgeError``; the API key never appears in a message.
 """
 
@@ -22,14 +23,26 @@ if TYPE_CHECKING:
 
 LABELS = ("entailed", "contradicted", "neutral")
 _ALIASES = {"entailment": "entailed", "contradiction": "contradicted", "supported": "entailed"}
-MAX_EVIDENCE_CHARS = 12_000
+#: The judge sees the claim's aligned span, cut to about 512 tokens (4 characters each).
+MAX_EVIDENCE_CHARS = 2_048
+
+
+def bounded_evidence(evidence: Sequence[str], limit: int = MAX_EVIDENCE_CHARS) -> str:
+    """The evidence a judge is given: the spans joined, cut at a word to ``limit``."""
+    shown = "\n\n---\n\n".join(e.strip() for e in evidence)
+    if len(shown) <= limit:
+        return shown
+    cut = shown[:limit]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut) + " …"
+
 
 SYSTEM_PROMPT = (
     "You check whether evidence supports a claim. Read the evidence and the claim. "
     'Reply with one JSON object only: {"label": "entailed" | "contradicted" | "neutral", '
-    '"score": a number from 0 to 1 for your confidence}. "entailed": the evidence states '
-    'the claim; "contradicted": the evidence states something incompatible; "neutral": '
-    "neither. Judge only from the evidence."
+    '"score": a number from 0 to 1 for your confidence, "reason": one short sentence}. '
+    '"entailed": the evidence states the claim; "contradicted": the evidence states '
+    'something incompatible; "neutral": neither. Judge only from the evidence.'
 )
 
 
@@ -62,7 +75,7 @@ class OpenAICompatibleClaimJudge(ClaimJudge):
         self._client.close()
 
     def judge(self, claim: str, evidence: Sequence[str]) -> JudgeOpinion:
-        shown = "\n\n---\n\n".join(evidence)[:MAX_EVIDENCE_CHARS]
+        shown = bounded_evidence(evidence)
         body = {
             "model": self._model,
             "temperature": 0,
@@ -102,4 +115,10 @@ class OpenAICompatibleClaimJudge(ClaimJudge):
             score = float(score)
             if not 0.0 <= score <= 1.0:
                 raise ValueError("score must be between 0 and 1")
-        return JudgeOpinion(label=label, score=score, model=self._model)
+        reason = data.get("reason")
+        return JudgeOpinion(
+            label=label,
+            score=score,
+            model=self._model,
+            reason=reason.strip()[:300] if isinstance(reason, str) else "",
+        )

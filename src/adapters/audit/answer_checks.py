@@ -74,15 +74,21 @@ def _time_conditions(column: Any, time_range: TimeRange) -> list[Any]:
 
 
 def claim_counts(conn: Connection, time_range: TimeRange) -> ClaimCounts:
-    """Checks, claims and supported claims whose check ran in the range."""
+    """Checks, claims, supported and contradicted claims whose check ran in the range."""
     row = conn.execute(
         select(
             func.count(),
             func.coalesce(func.sum(A.c.claim_count), 0),
             func.coalesce(func.sum(A.c.supported_count), 0),
+            func.coalesce(func.sum(A.c.contradicted_count), 0),
         ).where(and_(True, *_time_conditions(A.c.created_at, time_range)))
     ).one()
-    return ClaimCounts(checks=int(row[0]), claims=int(row[1]), supported=int(row[2]))
+    return ClaimCounts(
+        checks=int(row[0]),
+        claims=int(row[1]),
+        supported=int(row[2]),
+        contradicted=int(row[3]),
+    )
 
 
 class SqlSessionEvidence(SessionEvidenceReader):
@@ -239,6 +245,7 @@ def _summary(m: Any) -> AnswerCheckSummary:
         invalid_citation_count=int(m["invalid_citation_count"]),
         checker_version=m["checker_version"],
         created_at=m["created_at"],
+        contradicted_count=int(m["contradicted_count"] or 0),
     )
 
 
@@ -252,6 +259,7 @@ _SUMMARY_COLUMNS = (
     A.c.unsupported_count,
     A.c.uncited_count,
     A.c.invalid_citation_count,
+    A.c.contradicted_count,
     A.c.checker_version,
     A.c.created_at,
 )
@@ -277,6 +285,7 @@ class SqlAnswerCheckStore(AnswerCheckStore):
             "unsupported_count": summary.unsupported_count,
             "uncited_count": summary.uncited_count,
             "invalid_citation_count": summary.invalid_citation_count,
+            "contradicted_count": summary.contradicted_count,
             "pending_in_spool": check.pending_in_spool,
             "checker_version": check.checker_version,
             "created_at": check.created_at,

@@ -171,7 +171,7 @@ class EvidenceRow(Base):
     )
 
 
-VERDICTS = ("supported", "unsupported", "uncited", "invalid_citation")
+VERDICTS = ("supported", "unsupported", "uncited", "invalid_citation", "contradicted")
 _VERDICT_CHECK = "verdict IN (" + ", ".join(f"'{v}'" for v in VERDICTS) + ")"
 
 
@@ -192,6 +192,8 @@ class AnswerCheckRow(Base):
     unsupported_count: Mapped[int] = mapped_column(Integer)
     uncited_count: Mapped[int] = mapped_column(Integer)
     invalid_citation_count: Mapped[int] = mapped_column(Integer)
+    # revision 0006: 0 in rows written before the verdict existed
+    contradicted_count: Mapped[int] = mapped_column(Integer, server_default="0")
     pending_in_spool: Mapped[int] = mapped_column(Integer)
     checker_version: Mapped[str] = mapped_column(String(32))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())

@@ -525,6 +525,7 @@ class SqlAuditQueries(AuditQueries):
             top_documents=self.top_documents(time_range, top_n, traffic, tenant) if n else (),
             claims_checked=claims.claims,
             claims_supported=claims.supported,
+            claims_contradicted=claims.contradicted,
             traffic=traffic,
             tenant=tenant,
         )

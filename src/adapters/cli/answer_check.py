@@ -33,6 +33,7 @@ _STYLE = {
     "unsupported": "red",
     "uncited": "yellow",
     "invalid_citation": "red",
+    "contradicted": "bold red",
 }
 
 
@@ -85,6 +86,9 @@ def _claims_table(check: AnswerCheck) -> Table:
             )
         else:
             detail = "; ".join(claim.reasons) or "-"
+        judge = claim.signals.get("judge")
+        if isinstance(judge, dict) and judge.get("label"):
+            detail += f"\njudge: {judge['label']}"
         table.add_row(
             Text(str(claim.index)),
             Text(claim.verdict.value, style=_STYLE[claim.verdict.value]),
@@ -138,7 +142,8 @@ def register_answer_commands(audit_app: typer.Typer, open_app: Callable[[], Any]
             out.print(_claims_table(check))
             out.print(
                 f"verdict: [bold]{check.verdict.value}[/]  claims: {len(check.claims)}  "
-                f"supported: {check.count(Verdict.SUPPORTED)}"
+                f"supported: {check.count(Verdict.SUPPORTED)}  "
+                f"contradicted: {check.count(Verdict.CONTRADICTED)}"
             )
         if not check.conclusive:
             err.print(
@@ -181,6 +186,7 @@ def register_answer_commands(audit_app: typer.Typer, open_app: Callable[[], Any]
                         "unsupported": s.unsupported_count,
                         "uncited": s.uncited_count,
                         "invalidCitation": s.invalid_citation_count,
+                        "contradicted": s.contradicted_count,
                         "checkerVersion": s.checker_version,
                         "createdAt": s.created_at.isoformat(),
                     }
@@ -189,7 +195,8 @@ def register_answer_commands(audit_app: typer.Typer, open_app: Callable[[], Any]
             )
             return
         table = Table(title="Answer checks")
-        for column in ("created", "session", "step", "verdict", "claims", "supported", "id"):
+        columns = ("created", "session", "step", "verdict", "claims", "supported", "contradicted")
+        for column in (*columns, "id"):
             table.add_column(column, overflow="fold")
         for s in items:
             table.add_row(
@@ -199,6 +206,7 @@ def register_answer_commands(audit_app: typer.Typer, open_app: Callable[[], Any]
                 Text(s.verdict.value, style=_STYLE[s.verdict.value]),
                 Text(str(s.claim_count)),
                 Text(str(s.supported_count)),
+                Text(str(s.contradicted_count)),
                 Text(shown(s.id)),
             )
         out.print(table)

@@ -271,6 +271,7 @@ def _summary_data(summary: QualitySummary) -> dict[str, object]:
         "p95DurationMs": summary.p95_duration_ms,
         "claimsChecked": summary.claims_checked,
         "supportedClaimShare": summary.supported_claim_share,
+        "claimsContradicted": summary.claims_contradicted,
         "topDocuments": summary.top_documents,
     }
 

@@ -39,6 +39,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from lookup_knowledge.application.answer_check import AnswerCheckSettings
 from lookup_knowledge.application.lookup import LookupConfig, PayloadProfile
+from lookup_knowledge.application.ports import JudgeMode
 from lookup_knowledge.domain.access import AccessMode, Principal
 from lookup_knowledge.domain.answer_check import DEFAULT_CITATION_PATTERN, CheckThresholds
 from lookup_knowledge.domain.errors import ConfigurationError, InvalidInputError
@@ -561,16 +562,26 @@ class EmbedderSettings(_Section):
 class JudgeProvider(StrEnum):
     NONE = "none"
     OPENAI = "openai"
+    TEI = "tei"
 
 
 class ClaimJudgeSettings(_Section):
     provider: JudgeProvider = Field(
         default=JudgeProvider.NONE,
-        description="none, or openai: an OpenAI-compatible chat endpoint asked for an "
-        "entailed/contradicted/neutral opinion per claim (recorded as a signal only).",
+        description="none; openai: an OpenAI-compatible chat endpoint asked for an "
+        "entailed/contradicted/neutral opinion per claim; tei: an NLI classifier served by "
+        "Text Embeddings Inference (POST {base-url}/predict). It sees the claim and its "
+        "aligned span (about 512 tokens).",
+    )
+    mode: JudgeMode = Field(
+        default=JudgeMode.SIGNAL,
+        description="signal: the opinion is recorded beside the verdict; veto: a "
+        "contradicted or neutral opinion also turns a supported claim into "
+        "contradicted or unsupported, with the judge's reason.",
     )
     base_url: HttpUrl = Field(
-        default="http://127.0.0.1:8000/v1", description="Chat completions API base URL."
+        default="http://127.0.0.1:8000/v1",
+        description="Chat completions API base URL (openai), or the TEI server's (tei).",
     )
     model: str = Field(default="judge", min_length=1, description="Chat model name.")
     api_key: OptionalSecret = Field(
@@ -1134,6 +1145,7 @@ class Settings(_Masked, BaseSettings):
                 min_coverage_with_cosine=check.min_coverage_with_cosine,
             ),
             citation_pattern=check.citation_pattern,
+            judge_mode=check.judge.mode,
         )
 
     @property

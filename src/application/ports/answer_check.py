@@ -103,10 +103,20 @@ class JudgeOpinion:
     label: str  # "entailed" | "contradicted" | "neutral"
     score: float | None = None
     model: str = ""
+    reason: str = ""  # the judge's own words, if it gave any
+
+
+class JudgeMode(StrEnum):
+    """What a judge's opinion may do: be recorded (``signal``), or also turn a
+    ``supported`` verdict into ``contradicted``/``unsupported`` (``veto``)."""
+
+    SIGNAL = "signal"
+    VETO = "veto"
 
 
 class ClaimJudge(ABC):
-    """An optional NLI or LLM judge. Raises ``JudgeError`` when it cannot answer."""
+    """An optional NLI or LLM judge of a claim against its aligned evidence span(s).
+    Raises ``JudgeError`` when it cannot answer."""
 
     @abstractmethod
     def judge(self, claim: str, evidence: Sequence[str]) -> JudgeOpinion: ...
@@ -177,6 +187,7 @@ class AnswerCheckSummary:
     invalid_citation_count: int
     checker_version: str
     created_at: datetime
+    contradicted_count: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +214,7 @@ class ClaimCounts:
     checks: int = 0
     claims: int = 0
     supported: int = 0
+    contradicted: int = 0
 
     @property
     def supported_share(self) -> float | None:
@@ -239,4 +251,5 @@ def summary_of(check: AnswerCheck) -> AnswerCheckSummary:
         invalid_citation_count=check.count(Verdict.INVALID_CITATION),
         checker_version=check.checker_version,
         created_at=check.created_at,
+        contradicted_count=check.count(Verdict.CONTRADICTED),
     )

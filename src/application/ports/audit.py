@@ -613,6 +613,7 @@ class QualitySummary:
     # Claims checked by ``CheckAnswer`` in the range (by check time) and how many held.
     claims_checked: int = 0
     claims_supported: int = 0
+    claims_contradicted: int = 0  # the aligned span says the opposite
     traffic: Traffic | None = Traffic.PRODUCTION  # what was counted (None: every kind)
     tenant: str | None = None  # the principal tenant counted (None: every one)
 

@@ -27,9 +27,11 @@ from lookup_knowledge.domain.answer_check.verdicts import (
     SupportSpan,
     Verdict,
     assess_claim,
+    bare_text,
     content_hash,
     overall_verdict,
     shown_text_from,
+    worst_verdict,
 )
 from lookup_knowledge.domain.answer_check.words import Stem, identity_stem
 
@@ -53,6 +55,7 @@ __all__ = [
     "SupportSpan",
     "Verdict",
     "assess_claim",
+    "bare_text",
     "claims_from_claude",
     "content_hash",
     "extract_facts",
@@ -60,4 +63,5 @@ __all__ = [
     "overall_verdict",
     "shown_text_from",
     "split_claims",
+    "worst_verdict",
 ]

@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from lookup_knowledge.domain.answer_check.facts import Fact, extract_facts
+from lookup_knowledge.domain.answer_check.sentences import full_stop_ends_sentence
 from lookup_knowledge.domain.answer_check.words import content_words
 
 DEFAULT_CITATION_PATTERN = r"[\[【][ \t]*([^\[\]【】\n]+?)[ \t]*[\]】](?!\()"
@@ -32,9 +33,6 @@ _QUOTES = re.compile(
 )
 _CLOSERS = "\"'”’」』)）]】*_`"
 _HARD_STOPS = "。！？；!?"
-_ABBREVIATIONS = frozenset(
-    {"e.g", "i.e", "etc", "vs", "cf", "approx", "no", "fig", "mr", "mrs", "dr", "st", "incl"}
-)
 _LINE_PREFIX = re.compile(r"\s*(?:#{1,6}\s+|>\s*)*(?:[-*+•]\s+|\d{1,3}[.)]\s+)?(?:\[[ xX]\]\s+)?")
 _NOT_CLAIM_LINE = re.compile(r"^\s*(?:```|~~~|\|?\s*:?-{3,}|<!--)")
 
@@ -93,11 +91,6 @@ class CitationSyntax:
         return found
 
 
-def _abbreviation_before(line: str, at: int) -> bool:
-    word = re.search(r"([A-Za-z][A-Za-z.]*)$", line[:at])
-    return word is not None and word.group(1).lower().rstrip(".") in _ABBREVIATIONS
-
-
 def _sentence_spans(
     text: str, start: int, end: int, citations: Sequence[tuple[int, int, tuple[str, ...]]]
 ) -> Iterator[tuple[int, int]]:
@@ -121,8 +114,8 @@ def _sentence_spans(
         if not in_citation(i):
             if ch in _HARD_STOPS:
                 stop = True
-            elif ch == "." and (i + 1 >= end or text[i + 1].isspace() or text[i + 1] in _CLOSERS):
-                stop = not _abbreviation_before(text, i) or i + 1 >= end
+            elif ch == ".":
+                stop = full_stop_ends_sentence(text, i, end)
         if not stop:
             i += 1
             continue

@@ -168,7 +168,7 @@ _ZH_UNITS = "毫秒|秒钟|秒|分钟|个小时|小时|天|个星期|星期|周|
 _ZH_NUMBER = re.compile(r"(?P<n>[零〇一二两三四五六七八九十百千万]+)(?=(?:" + _ZH_UNITS + r"))")
 
 _NUMBER = re.compile(
-    r"(?<![\w.,])(?P<n>\d{1,3}(?:,\d{3})+|\d+)(?P<frac>\.\d+)?"
+    r"(?<![\w.,])(?<![A-Za-z]-)(?P<n>\d{1,3}(?:,\d{3})+|\d+)(?P<frac>\.\d+)?"
     r"(?:(?P<sp>\s?)(?P<unit>%|(?:" + _UNIT_ALTERNATION + r"))(?![a-zA-Z]))?"
     r"(?![a-zA-Z0-9_]|\.\d|,\d{3})",
     re.IGNORECASE | re.ASCII,
@@ -211,6 +211,10 @@ _PATTERNS: tuple[tuple[FactKind, re.Pattern[str]], ...] = (
         re.compile(r"(?<![\w-])[a-z]+(?:-[a-z0-9]+)*-\d+[a-z0-9]*(?![\w-])", re.ASCII),
     ),
 )
+# A hyphenated token whose head is a name: ``IL-1alpha``, ``HIV-1-producing`` (the name is
+# ``HIV-1``), ``TNF-alpha``, ``CD4-positive``. Its name part runs to the last segment that
+# has a digit or a capital letter; a token without one (``long-term``) is no name.
+_HYPHEN_NAME = re.compile(r"(?<![\w-])[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)+(?![\w-])", re.ASCII)
 _ALNUM = re.compile(r"(?<![\w-])(?=[A-Za-z]*\d)(?=\d*[A-Za-z])[A-Za-z0-9]{2,}(?![\w-])", re.ASCII)
 _ENTITY = re.compile(
     r"(?<![\w-])(?:[A-Z][A-Za-z0-9]*(?:-[A-Za-z][A-Za-z0-9]*)+|[A-Z][a-z]+[A-Z][\w]*|[a-z]+[A-Z][\w]*|[A-Z]{2,}[0-9]*s?|[A-Z][a-z]{2,})(?![\w-])",
@@ -232,6 +236,22 @@ def _dotted_ok(text: str) -> bool:
     # "e.g" / "i.e" / "U.S" are not identifiers; "postgresql.conf", "rag.retrieve-k" are.
     parts = text.split(".")
     return len(text) >= 4 and any(len(p) >= 2 for p in parts) and all(parts)
+
+
+_GREEK = word_set("alpha beta gamma delta epsilon kappa lambda sigma theta omega")
+
+
+def _hyphen_name(token: str) -> str | None:
+    parts = token.split("-")
+    last = -1
+    for i, part in enumerate(parts):
+        marked = any(c.isdigit() for c in part) or any(c.isupper() for c in part[1:])
+        greek = last == i - 1 and part.lower() in _GREEK
+        if marked or greek or (i == 0 and len(part) >= 2 and part.isupper()):
+            last = i
+    if last < 0:
+        return None
+    return "-".join(parts[: last + 1])
 
 
 def _number_words(match: re.Match[str]) -> int:
@@ -316,6 +336,14 @@ def extract_facts(text: str, *, skip_first_word: bool = True) -> tuple[Fact, ...
                 key = key.lstrip("v")
             take(a, b)
             found.append(Fact(kind, m.group(0), key, a, b))
+    for m in _HYPHEN_NAME.finditer(text):
+        a, b = m.span()
+        if not free(a, b):
+            continue
+        name = _hyphen_name(m.group(0))
+        if name is not None:
+            take(a, b)
+            found.append(Fact(FactKind.ENTITY, name, fold_text(name), a, a + len(name)))
     for m in _NUMBER.finditer(text):
         a, b = m.span()
         if not free(a, b):

@@ -7,15 +7,21 @@ For one claim, in order:
    returned to another session) -> ``invalid_citation``;
 3. no text of the cited blocks available (not kept, and the block has changed since or is
    gone) -> ``unsupported`` with that reason;
-4. every quote must occur in a cited block (Claude's ``cited_text`` in *its* block), every
-   fact (number with unit, version, code, identifier, name) in some cited block, and the
-   claim's content words must be covered (stemmed) by the cited text at least
+4. the claim is aligned, in each cited block, to the sentence or run of adjacent sentences
+   sharing most of its stemmed words (``PreparedEvidence.align``; offsets reported). A
+   negation or direction the claim flips against that span (``polarity``), or a "more
+   than" where it says "less than", -> ``contradicted``, the reason naming both words;
+5. every quote must occur in a cited block (Claude's ``cited_text`` in *its* block), every
+   number in an aligned span (not one found elsewhere while the span gives another value,
+   nor one the span gives for another word), every version, code, identifier and name in
+   some cited block; a rare claim word the span replaces in place by another is a miss;
+   the claim's content words must be covered (stemmed) by the cited text at least
    ``min_coverage`` - or, with an embedder, the claim-to-block cosine reaches
    ``min_cosine`` while coverage is at least ``min_coverage_with_cosine``. Any miss ->
-   ``unsupported``, each miss a reason; else ``supported``, with the best block and the
-   span in it (the quote's, or the sentence window sharing the most units).
+   ``unsupported``, each miss a reason; else ``supported``, with the aligned span (or the
+   quote's).
 
-The rules are deterministic; an external judge may add a signal but never decides.
+The rules are deterministic; a judge's opinion is applied by the use case (signal or veto).
 """
 
 from __future__ import annotations
@@ -28,17 +34,30 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from lookup_knowledge.domain.answer_check.claims import Claim
-from lookup_knowledge.domain.answer_check.facts import Fact, FactIndex, FactKind, extract_facts
-from lookup_knowledge.domain.answer_check.text import Folded, find_folded, fold
+from lookup_knowledge.domain.answer_check.facts import (
+    Fact,
+    FactIndex,
+    FactKind,
+    extract_facts,
+    unit_base,
+)
+from lookup_knowledge.domain.answer_check.polarity import contradiction, is_directional
+from lookup_knowledge.domain.answer_check.sentences import sentence_spans
+from lookup_knowledge.domain.answer_check.text import Folded, find_folded, fold, fold_text
 from lookup_knowledge.domain.answer_check.words import (
+    STOP_WORDS,
     Stem,
     coverage,
     folded_content_words,
+    is_rare_word,
+    is_technical_term,
     stem_units,
+    swapped_words,
 )
 from lookup_knowledge.domain.projection import ELLIPSIS
 
-CHECKER_VERSION = "1"
+CHECKER_VERSION = "2"
+MAX_SPAN_SENTENCES = 3
 
 
 class Verdict(StrEnum):
@@ -46,10 +65,18 @@ class Verdict(StrEnum):
     UNSUPPORTED = "unsupported"
     UNCITED = "uncited"
     INVALID_CITATION = "invalid_citation"
+    #: The aligned span says the opposite: a negation or a direction the claim flips.
+    CONTRADICTED = "contradicted"
 
 
 # Most severe first: the overall verdict of an answer is its worst claim's.
-SEVERITY = (Verdict.INVALID_CITATION, Verdict.UNSUPPORTED, Verdict.UNCITED, Verdict.SUPPORTED)
+SEVERITY = (
+    Verdict.INVALID_CITATION,
+    Verdict.CONTRADICTED,
+    Verdict.UNSUPPORTED,
+    Verdict.UNCITED,
+    Verdict.SUPPORTED,
+)
 
 
 class CitationStatus(StrEnum):
@@ -95,7 +122,15 @@ class CheckThresholds:
                 raise ValueError(f"{name} must be between 0 and 1")
 
 
-_SENTENCE_END = re.compile(r"[.!?](?=\s)|[。！？；\n]")
+def _with_parts(words: list[str]) -> list[str]:
+    """Evidence words, a hyphenated one also by its parts ("aureus-infected" covers a
+    claim's "infected")."""
+    out = list(words)
+    for w in words:
+        if "-" in w or "_" in w or "." in w:
+            parts = w.replace("_", "-").replace(".", "-").split("-")
+            out.extend(p for p in parts if len(p) > 1 and not p.isdigit())
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,49 +147,66 @@ class PreparedEvidence:
     @classmethod
     def of(cls, document_id: str, text: str, stem: Stem) -> PreparedEvidence:
         folded = fold(text)  # once: sentences take their folded slices through ``origin``
-        spans: list[tuple[int, int]] = []
-        start = 0
-        for m in _SENTENCE_END.finditer(text):
-            if text[start : m.end()].strip():
-                spans.append((start, m.end()))
-            start = m.end()
-        if text[start:].strip():
-            spans.append((start, len(text)))
+        spans = sentence_spans(text)
         sentences = []
         for a, b in spans:
             fa, fb = bisect_left(folded.origin, a), bisect_left(folded.origin, b)
-            words = folded_content_words(folded.text[fa:fb])
+            words = _with_parts(folded_content_words(folded.text[fa:fb]))
             sentences.append((a, b, stem_units(words, stem)))
         return cls(
             document_id=document_id,
             text=text,
             folded=folded,
-            units=stem_units(folded_content_words(folded.text), stem),
+            units=stem_units(_with_parts(folded_content_words(folded.text)), stem),
             # a `code span` is one identifier, and the facts inside it count too
             facts=extract_facts(text, skip_first_word=False)
             + (extract_facts(text.replace("`", " "), skip_first_word=False) if "`" in text else ()),
             sentences=tuple(sentences),
         )
 
+    def folded_slice(self, start: int, end: int) -> str:
+        """The folded text of ``text[start:end]``."""
+        origin = self.folded.origin
+        return self.folded.text[bisect_left(origin, start) : bisect_left(origin, end)]
+
     def best_span(self, units: frozenset[str]) -> tuple[int, int]:
-        """The sentence, or pair of adjacent sentences, sharing the most units."""
-        best = (0, len(self.text))
-        best_hits = -1
-        for a, b, own in self.sentences:
+        """The sentence, or run of up to ``MAX_SPAN_SENTENCES`` adjacent sentences,
+        sharing the most units (see ``align``)."""
+        return self.align(units)[:2]
+
+    def align(self, units: frozenset[str]) -> tuple[int, int, frozenset[str], int]:
+        """(start, end, units, hits) of the span that best supports a claim with these
+        units: the sentence sharing the most, extended by an adjacent sentence only
+        while that adds at least two more shared units (a second sentence must earn
+        its place)."""
+        if not self.sentences:
+            return 0, len(self.text), self.units, len(units & self.units)
+        best_i, best_hits = 0, -1
+        for i, (_, _, own) in enumerate(self.sentences):
             hits = len(units & own)
             if hits > best_hits:
-                best, best_hits = (a, b), hits
-        single = best_hits
-        for (a, _, own), (_, b, own2) in zip(self.sentences, self.sentences[1:], strict=False):
-            pair = len(units & (own | own2))
-            if pair > max(best_hits, single + 1):  # a second sentence must earn its place
-                best, best_hits = (a, b), pair
-        a, b = best
+                best_i, best_hits = i, hits
+        lo = hi = best_i
+        covered = self.sentences[best_i][2]
+        while hi - lo + 1 < MAX_SPAN_SENTENCES:
+            options = []
+            if lo > 0:
+                options.append((len(units & (covered | self.sentences[lo - 1][2])), lo - 1))
+            if hi + 1 < len(self.sentences):
+                options.append((len(units & (covered | self.sentences[hi + 1][2])), hi + 1))
+            if not options:
+                break
+            gained, at = max(options)
+            if gained < len(units & covered) + 2:
+                break
+            covered = covered | self.sentences[at][2]
+            lo, hi = min(lo, at), max(hi, at)
+        a, b = self.sentences[lo][0], self.sentences[hi][1]
         while a < b and self.text[a].isspace():
             a += 1
         while b > a and self.text[b - 1].isspace():
             b -= 1
-        return a, b
+        return a, b, covered, len(units & covered)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +245,9 @@ class ClaimVerdict:
     coverage: float | None = None
     cosine: float | None = None
     missing: tuple[str, ...] = field(default=())  # the facts not found, as written
+    #: The span of the cited text the claim was aligned to (every check ran against it).
+    span: SupportSpan | None = None
+    span_text: str = ""  # its text, what a judge is given
 
 
 def _describe_fact(fact: Fact) -> str:
@@ -256,16 +311,73 @@ def assess_claim(
             match = QuoteMatch(quote.text, None)
         quote_matches.append(match)
 
+    units = stem_units(claim.content, stem)
+    aligned = [(p, *p.align(units)) for p in usable]
+    best, span_a, span_b, _, _ = max(aligned, key=lambda x: (x[4], -aligned.index(x)))
+    span_text = best.text[span_a:span_b]
+    # every cited block (or version of one) is aligned on its own; numbers count where
+    # they stand in some block's aligned span
+    span_facts = [f for p, a, b, _, _ in aligned for f in p.facts if a <= f.start and f.end <= b]
+    span_index = FactIndex.of_facts(span_facts, [p.folded_slice(a, b) for p, a, b, _, _ in aligned])
     index = FactIndex.of_facts(
         [f for p in usable for f in p.facts], [p.folded.text for p in usable]
     )
-    missing = [f for f in claim.facts if not index.contains(f)]
-    reasons.extend(f"{_describe_fact(f)} is not in the cited evidence" for f in missing)
-
-    units = stem_units(claim.content, stem)
+    missing: list[Fact] = []
+    conflicts: list[str] = []
+    for fact in claim.facts:
+        if fact.kind is FactKind.NUMBER:
+            if span_index.contains(fact):
+                conflict = _comparator_conflict(claim, fact, aligned)
+                if conflict:
+                    conflicts.append(conflict)
+                swapped = _swapped_number(claim, fact, aligned, stem)
+                if swapped:
+                    missing.append(fact)
+                    reasons.append(swapped)
+                continue
+            if index.contains(fact):
+                if not _span_states_another(fact, span_facts):
+                    continue  # e.g. a value on the next line of a config listing
+                where = (
+                    "is not in the aligned span (it gives another value; this one occurs elsewhere)"
+                )
+            else:
+                where = "is not in the cited evidence"
+            missing.append(fact)
+            reasons.append(f"{_describe_fact(fact)} {where}")
+        elif not index.contains(fact):
+            missing.append(fact)
+            reasons.append(f"{_describe_fact(fact)} is not in the cited evidence")
     union = frozenset().union(*(p.units for p in usable))
+    in_facts = " ".join(fold_text(f.text) for f in claim.facts)
+    attribution = {
+        w.lower()
+        for m in _ATTRIBUTION.finditer(claim.text)
+        for g in m.groups()
+        if g
+        for w in g.split()
+    }
+    rare: list[str] = []
+    span_words = folded_content_words(fold_text(span_text))
+    for word, said in swapped_words(claim.content, span_words, stem):
+        if word in in_facts or word in attribution or not is_rare_word(word):
+            continue
+        if is_directional(word) or stem([word])[0] in union:
+            continue
+        missing.append(Fact(FactKind.ENTITY, word, word, 0, 0))
+        rare.append(f'word "{word}" is not in the cited evidence (it says "{said}")')
+    named = {r.split('"')[1] for r in rare}
+    for word in dict.fromkeys(w for part in claim.content for w in part.split("-")):
+        if word in named or word in attribution or not is_technical_term(word):
+            continue
+        if stem([word])[0] not in union and word not in in_facts:
+            missing.append(Fact(FactKind.ENTITY, word, word, 0, 0))
+            rare.append(f'name "{word}" is not in the cited evidence')
+
+    # Coverage is the one check read on the cited blocks, not the span: a claim may take
+    # its subject from a heading and its value from a listing line (the span alone would
+    # miss the former); what the span must hold is checked above.
     score = coverage(units, union)
-    best = max(usable, key=lambda p: (coverage(units, p.units), -usable.index(p)))
     similarity = None
     if cosine:
         known = [cosine[p.document_id] for p in usable if p.document_id in cosine]
@@ -280,7 +392,28 @@ def assess_claim(
         if similarity is not None:
             detail += f", cosine {similarity:.2f}"
         reasons.append(f"the cited evidence does not cover the claim's words ({detail})")
+    if score >= thresholds.min_coverage or not enough:
+        reasons.extend(rare)  # not when the embedder's cosine carried a paraphrase
+    else:
+        missing = [f for f in missing if f.start or f.end]
+    aligned_span = SupportSpan(best.document_id, span_a, span_b, round(score, 4))
+    opposite = contradiction(bare_text(claim), span_text, stem)
+    if opposite is not None:
+        conflicts.insert(0, opposite.describe())
     shown_score = round(max(score, similarity or 0.0), 4)
+    if conflicts:
+        return ClaimVerdict(
+            claim,
+            cited,
+            Verdict.CONTRADICTED,
+            tuple(conflicts + reasons + problems),
+            quotes=tuple(quote_matches),
+            coverage=score,
+            cosine=similarity,
+            missing=tuple(f.text for f in missing),
+            span=aligned_span,
+            span_text=span_text,
+        )
     if reasons:
         return ClaimVerdict(
             claim,
@@ -291,22 +424,134 @@ def assess_claim(
             coverage=score,
             cosine=similarity,
             missing=tuple(f.text for f in missing),
+            span=aligned_span,
+            span_text=span_text,
         )
-    where: tuple[str, int, int] = (best.document_id, *best.best_span(units))
+    located: tuple[str, int, int] = (best.document_id, span_a, span_b)
     for q in quote_matches:
         if q.document_id is not None and q.start is not None and q.end is not None:
-            where = (q.document_id, q.start, q.end)
+            located = (q.document_id, q.start, q.end)
             break
     return ClaimVerdict(
         claim,
         cited,
         Verdict.SUPPORTED,
         (),
-        support=SupportSpan(*where, shown_score),
+        support=SupportSpan(*located, shown_score),
         quotes=tuple(quote_matches),
         coverage=score,
         cosine=similarity,
+        span=aligned_span,
+        span_text=span_text,
     )
+
+
+# "The runbook says", "according to the guide": who says it is not what is said.
+_ATTRIBUTION = re.compile(
+    r"(?:^|[,;:]\s*)(?:the |this |our |your )?([\w -]{1,40}?)\s+"
+    r"(?:says|said|states|stated|notes|explains|reports|reported|mentions|writes|write|"
+    r"shows|found|find)\b"
+    r"|\baccording to (?:the |this |our |your )?([\w -]{1,40}?)(?=[,:]|$)",
+    re.IGNORECASE,
+)
+_GREATER = re.compile(
+    r"(?:>|≥|>=|\bmore than|\bgreater than|\bover|\babove|\bat least|\bexceed\w*|\bup from)\s*$",
+    re.IGNORECASE,
+)
+_LESS = re.compile(
+    r"(?:<|≤|<=|\bless than|\bfewer than|\bunder|\bbelow|\bat most|\bup to|\bdown from)\s*$",
+    re.IGNORECASE,
+)
+
+
+def _comparator(text: str, at: int) -> str | None:
+    before = text[max(0, at - 16) : at]
+    if _GREATER.search(before):
+        return "more than"
+    if _LESS.search(before):
+        return "less than"
+    return None
+
+
+def _comparator_conflict(
+    claim: Claim,
+    fact: Fact,
+    aligned: Sequence[tuple[PreparedEvidence, int, int, frozenset[str], int]],
+) -> str:
+    """A claim's "more than 50" against the span's "less than 50" (or "50" exactly)."""
+    mine = _comparator(claim.text, fact.start)  # a claim's facts: offsets in its text
+    if mine is None:
+        return ""
+    theirs = [
+        _comparator(p.text, f.start)
+        for p, a, b, _, _ in aligned
+        for f in p.facts
+        if a <= f.start and f.end <= b and f.kind is FactKind.NUMBER and f.value == fact.value
+    ]
+    opposite = [t for t in theirs if t is not None and t != mine]
+    if not opposite or mine in theirs:
+        return ""  # a bound where the span states the value itself is a paraphrase
+    said = opposite[0]
+    return f'the claim says "{mine} {fact.text}" where the evidence says "{said} {fact.text}"'
+
+
+_NEXT_WORD = re.compile(r"[^\W\d_][\w-]{2,}")
+
+
+def _word_after(text: str, end: int, stem: Stem) -> str | None:
+    """The stem of the first content word within 24 characters after ``end``."""
+    for m in _NEXT_WORD.finditer(text[end : end + 24]):
+        word = fold_text(m.group(0))
+        if word not in STOP_WORDS:
+            return stem([word])[0]
+    return None
+
+
+def _span_states_another(fact: Fact, span_facts: Sequence[Fact]) -> bool:
+    """Whether the span states another quantity where the claim states ``fact``: a number
+    of the same unit family (or both bare) with another value, or, for a claim number with
+    a unit, any other number with a unit ("2.5 times higher" where the claim says "60 %")."""
+    family = unit_base(1.0, fact.unit)[0]
+    return any(
+        f.kind is FactKind.NUMBER
+        and f.value != fact.value
+        and (unit_base(1.0, f.unit)[0] == family or (fact.unit is not None and f.unit is not None))
+        for f in span_facts
+    )
+
+
+def _swapped_number(
+    claim: Claim,
+    fact: Fact,
+    aligned: Sequence[tuple[PreparedEvidence, int, int, frozenset[str], int]],
+    stem: Stem,
+) -> str:
+    """A number the span gives for something else: the claim's "60 % of controls" where
+    the span says "30 % of controls ... 60 % of treated animals"."""
+    word = _word_after(claim.text, fact.end, stem)
+    if word is None:
+        return ""
+    for_word: list[Fact] = []
+    for p, a, b, _, _ in aligned:
+        for f in p.facts:
+            number = f.kind is FactKind.NUMBER and a <= f.start and f.end <= b
+            if number and _word_after(p.text, f.end, stem) == word:
+                for_word.append(f)
+    if not for_word or any(f.value == fact.value for f in for_word):
+        return ""
+    return (
+        f'{_describe_fact(fact)} is not what the evidence gives for "{word}" '
+        f'(it gives "{for_word[0].text}")'
+    )
+
+
+def bare_text(claim: Claim) -> str:
+    """The claim's text with its citation brackets blanked out (same offsets)."""
+    chars = list(claim.text)
+    for c in claim.citations:
+        for i in range(max(c.start - claim.start, 0), min(c.end - claim.start, len(chars))):
+            chars[i] = " "
+    return "".join(chars)
 
 
 def _short(text: str, limit: int = 80) -> str:
@@ -316,7 +561,12 @@ def _short(text: str, limit: int = 80) -> str:
 
 def overall_verdict(verdicts: Sequence[ClaimVerdict]) -> Verdict:
     """The worst claim's verdict; ``supported`` when every claim is (or there is none)."""
-    present = {v.verdict for v in verdicts}
+    return worst_verdict([v.verdict for v in verdicts])
+
+
+def worst_verdict(verdicts: Sequence[Verdict]) -> Verdict:
+    """The most severe of these verdicts (``SEVERITY``); ``supported`` for none."""
+    present = set(verdicts)
     return next(v for v in SEVERITY if v in present or v is Verdict.SUPPORTED)
 
 

@@ -85,3 +85,163 @@ def coverage(claim: frozenset[str], evidence: frozenset[str]) -> float:
 def identity_stem(words: Sequence[str]) -> list[str]:
     """No stemming (tests, and a fallback that only costs recall)."""
     return list(words)
+
+
+# Rare content words. The collection's document frequency is not available to the checker
+# (the knowledge store exposes no term statistics), so the fallback is a fixed list of the
+# general vocabulary that paraphrases swap freely (reporting verbs, quantities, study and
+# measurement words): a claim word of at least four letters outside it, and not written
+# with a digit, is taken to name something (an organism, organ, disease, drug, gene) that
+# the cited span must contain.
+COMMON_WORDS = word_set(
+    "ability able absence accompanied account achieve across act action actual addition "
+    "additional adult affect affected affects age aged ages aim almost alone along already "
+    "although amount analyses analysis another apparent appear appears applied approach "
+    "area areas around aspect assess assessed associated association associations author "
+    "available average baseline basis become began begin behind believe best better beyond "
+    "big body bring broad called candidate capable care carried case cases cause caused "
+    "causes causing central certain change changed changes changing characterized clear "
+    "clearly close cohort combined common commonly compared comparison complete completely "
+    "condition conditions confirm confirmed consequence consider considered consistent "
+    "contain contained contains context contrast contribute contributes control controlled "
+    "controls correlated correlation could current currently data day days decrease "
+    "decreased decreases demonstrate demonstrated demonstrates depend dependent describe "
+    "described detected determine determined develop developed development did differ "
+    "difference differences different directly display displayed displays distinct does "
+    "drive driven drives due during early effect effective effects either elevated "
+    "enhanced entire especially essential establish established estimate estimated even "
+    "event events evidence examine examined example exhibit exhibited exhibits exist "
+    "experiment experimental experiments explain exposure express expressed expression "
+    "extent factor factors fail failed far feature features find finding findings first "
+    "follow followed following form forms found four frequency frequent frequently full "
+    "fully function functional functions further general generally given good great group "
+    "groups half happen help high higher highly however human humans identified identify "
+    "impact important improve improved include included includes including increase "
+    "increased increases increasing independent independently indicate indicated indicates "
+    "individual individuals induce induced induces influence involve involved involves "
+    "key known lack large largely larger last late later lead leading leads least led "
+    "less level levels likely limited linked little long low lower main mainly major "
+    "majority make makes many marked markedly may mean measure measured measures mechanism "
+    "mechanisms might model models moreover much multiple need needed new normal notably "
+    "novel number numbers observe observed obtained occur occurred occurs often one ones "
+    "outcome outcomes overall part participant participants particular particularly "
+    "patient patients people percent performed period persons play plays point population "
+    "populations possible potential potentially present presented presence previous "
+    "previously primary probably process produce produced produces production promote "
+    "proportion provide provided provides rate rates rather reach reached reduce reduced "
+    "reduces reducing reduction regarding related relation relationship relative relatively "
+    "remain remained remains report reported reports represent represents require required "
+    "requires research response responses result resulted resulting results reveal "
+    "revealed reveals rise risk role roles sample samples second seen several show showed "
+    "shown significant significantly similar similarly simple since single small smaller "
+    "specific strong strongly studied studies study subject subjects substantial "
+    "substantially suggest suggested suggesting suggests support supported supports "
+    "suppress suppressed take taken term test tested testing tests therefore three thus "
+    "time times total towards treat treated treatment treatments trial trials two type "
+    "types typically underlying unclear understanding unknown use used useful uses using "
+    "usually value values various versus way ways well whole widely within work year years "
+    "young "
+    # answer boilerplate
+    "guide manual paper article authors abstract passage page section text writes wrote "
+    "explains explained describes notes recommends recommended write "
+    # general words paraphrases use
+    "hard easy move moves moved needed kept keep keeps run runs get gets give gives made"
+)
+
+
+def is_rare_word(word: str) -> bool:
+    """A content word that names something (see ``COMMON_WORDS``): Latin, four letters or
+    more, not common, not written with a digit (numbers and codes are facts already)."""
+    return (
+        word.isascii()
+        and len(word) >= 4
+        and word.isalpha()
+        and word not in COMMON_WORDS
+        and word not in STOP_WORDS
+    )
+
+
+def swapped_words(claim: Sequence[str], span: Sequence[str], stem: Stem) -> list[tuple[str, str]]:
+    """(claim word, span word) pairs where the claim puts a word the span does not have in
+    the place of one the claim does not have: the neighbours agree and the word between
+    differs ("myocarditis in rats" against "myocarditis in mice"). Content words, in order."""
+    if not claim or not span:
+        return []
+    c_stems = list(stem(list(claim)))
+    s_stems = list(stem(list(span)))
+    in_span, in_claim = set(s_stems), set(c_stems)
+    out: list[tuple[str, str]] = []
+    for i, (word, st) in enumerate(zip(claim, c_stems, strict=True)):
+        if st in in_span or not word.isalpha():
+            continue
+        before = c_stems[i - 1] if i > 0 and c_stems[i - 1] in in_span else None
+        after = c_stems[i + 1] if i + 1 < len(c_stems) and c_stems[i + 1] in in_span else None
+        for j, s in enumerate(s_stems):
+            if before is not None and s == before and j + 1 < len(span):
+                other = s_stems[j + 1]
+                if other not in in_claim and span[j + 1].isalpha():
+                    out.append((word, span[j + 1]))
+                    break
+            if after is not None and s == after and j > 0:
+                other = s_stems[j - 1]
+                if other not in in_claim and span[j - 1].isalpha():
+                    out.append((word, span[j - 1]))
+                    break
+    return out
+
+
+# Lowercase technical terms, known by their morphology: the stems of international
+# nonproprietary drug names (sorafenib, rituximab, olanzapine, metformin, ...) and the
+# endings of disease, tumour and enzyme names (myocarditis, lymphoma, fibrosis, kinase).
+TECHNICAL_ENDINGS = (
+    "mab",
+    "nib",
+    "pril",
+    "sartan",
+    "olol",
+    "azole",
+    "mycin",
+    "cillin",
+    "cycline",
+    "statin",
+    "vir",
+    "apine",
+    "azepam",
+    "oxetine",
+    "parin",
+    "floxacin",
+    "platin",
+    "taxel",
+    "rubicin",
+    "formin",
+    "gliptin",
+    "glitazone",
+    "triptan",
+    "setron",
+    "prazole",
+    "dronate",
+    "oma",
+    "omas",
+    "itis",
+    "osis",
+    "emia",
+    "aemia",
+    "pathy",
+    "plasia",
+    "kinase",
+    "kinases",
+    "phatase",
+    "phatases",
+)
+
+
+def is_technical_term(word: str) -> bool:
+    """A lowercase word that names a drug, disease or enzyme by its ending (see
+    ``TECHNICAL_ENDINGS``), six letters or more."""
+    return (
+        len(word) >= 6
+        and word.isascii()
+        and word.isalpha()
+        and word not in COMMON_WORDS
+        and word.endswith(TECHNICAL_ENDINGS)
+    )

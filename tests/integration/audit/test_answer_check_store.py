@@ -36,6 +36,12 @@ DOCS = {
         "Failover takes about two minutes. Announce it in the incident channel with ticket "
         "OPS-1423 before you promote the standby with `patronictl failover`.\n"
     ),
+    "research/myocarditis.md": (
+        "# Myocarditis\n\n"
+        "IFN-gamma suppressed myocarditis in mice (Fig. 2). In S. aureus carriers the risk "
+        "was 2.5 times higher. Survival was 30% in controls versus 60% in treated animals. "
+        "Dicer knockdown did not affect silencing in HIV-1-producing cells.\n"
+    ),
     "networking/dns.md": (
         "# DNS\n\nInternal zones resolve through 10.20.0.53; the TTL of internal records is "
         "60 seconds.\n"
@@ -136,9 +142,14 @@ def test_an_invented_quote_is_caught(app: LookupApp) -> None:
     assert failover["content"][real.support.start : real.support.end] == (
         "Failover takes about two minutes"
     )
-    assert invented.verdict is Verdict.UNSUPPORTED
+    # invented, and it says the opposite of its span ("Announce it in the incident channel")
+    assert invented.verdict is Verdict.CONTRADICTED
     assert invented.reasons[0] == (
+        'the claim says "never announcement" where the evidence says "announce"'
+    )
+    assert (
         'quote not found in the cited evidence: "Failover never needs an announcement"'
+        in invented.reasons
     )
 
 
@@ -194,6 +205,64 @@ def test_checks_are_recorded_listed_by_session_and_time_and_summarised(app: Look
     assert summary.claims_checked >= 3
     assert summary.supported_claim_share is not None
     assert 0 < summary.supported_claim_share < 1
+
+
+MYOCARDITIS_QUERY = "IFN-gamma myocarditis mice survival Dicer knockdown silencing"
+
+
+def test_claims_are_checked_against_their_aligned_sentence_and_contradictions_stored(
+    app: LookupApp,
+) -> None:
+    session = _session()
+    block = _block(app, session, MYOCARDITIS_QUERY, "research/myocarditis.md")
+    cited = block["document_id"]
+    check = app.check_answer(
+        session,
+        f"IFN-gamma inhibited myocarditis in mice [{cited}]. "
+        f"IFN-gamma enhanced myocarditis in mice [{cited}]. "
+        f"Dicer knockdown affected silencing in HIV-1-producing cells [{cited}]. "
+        f"Survival was 60% in controls versus 30% in treated animals [{cited}]. "
+        f"IFN-gamma suppressed myocarditis in rats [{cited}]. "
+        f"In S. aureus carriers the risk was 60% higher [{cited}]. "
+        f"Sorafenib-treated mice had less myocarditis [{cited}].",
+    )
+    verdicts = [c.verdict for c in check.claims]
+    assert verdicts == [
+        Verdict.SUPPORTED,  # a synonym of the same direction; "S. aureus" ends no sentence
+        Verdict.CONTRADICTED,  # direction reversed
+        Verdict.CONTRADICTED,  # the span's negation dropped
+        Verdict.UNSUPPORTED,  # numbers swapped within the sentence
+        Verdict.UNSUPPORTED,  # a rare word the span does not have
+        Verdict.UNSUPPORTED,  # a number from another sentence of the block
+        Verdict.UNSUPPORTED,  # a drug name the block does not have
+    ]
+    supported, reversed_, negated, swapped, rats, elsewhere, drug = check.claims
+    span = supported.signals["span"]
+    assert isinstance(span, dict)
+    assert block["content"][span["start"] : span["end"]] == (
+        "IFN-gamma suppressed myocarditis in mice (Fig. 2)."
+    )
+    assert reversed_.reasons[0] == (
+        'the claim says "enhanced" where the evidence says "suppressed"'
+    )
+    assert negated.reasons[0] == 'the claim says "affected" where the evidence says "not affect"'
+    assert 'number "60%" is not what the evidence gives for "control"' in swapped.reasons[0]
+    assert rats.reasons == ('word "rats" is not in the cited evidence (it says "mice")',)
+    assert "not in the aligned span" in elsewhere.reasons[0]
+    assert 'name "sorafenib" is not in the cited evidence' in drug.reasons
+    assert check.verdict is Verdict.CONTRADICTED
+
+    stored = app.answer_checks.get_check(check.id)
+    assert [c.verdict for c in stored.claims] == verdicts
+    assert answer_check_json(stored) == answer_check_json(check)
+    (listed,) = app.answer_checks.list_checks(AnswerCheckFilter(session_id=session))
+    assert (listed.verdict, listed.contradicted_count, listed.supported_count) == (
+        Verdict.CONTRADICTED,
+        2,
+        1,
+    )
+    summary = app.audit.quality_summary(TimeRange(started_from=check.created_at))
+    assert summary.claims_contradicted >= 2
 
 
 def test_the_shown_text_is_what_the_agent_received(app: LookupApp) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from importlib.resources import files
 from pathlib import Path
 
@@ -12,6 +14,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Column, Engine, Integer, MetaData, inspect, text
 from sqlalchemy.engine import URL
+from sqlalchemy.exc import IntegrityError
 
 from lookup_knowledge.adapters.audit import (
     create_audit_engine,
@@ -194,3 +197,57 @@ def test_a_start_on_a_database_at_head_does_not_import_alembic(tmp_path: Path) -
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
     )
     assert done.stdout.split() == [head_revision(), "True"]
+
+
+def _insert_check(engine: Engine, verdict: str, with_count: bool) -> str:
+    check_id: object = uuid.uuid4()
+    if engine.dialect.name == "sqlite":
+        check_id = check_id.hex  # type: ignore[attr-defined]  # how Uuid() stores it there
+    counts = ", contradicted_count" if with_count else ""
+    values = ", :c" if with_count else ""
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO answer_check (id, session_id, step_id, answer_format, answer_text, "
+                "answer_hash, verdict, claim_count, supported_count, unsupported_count, "
+                "uncited_count, invalid_citation_count, pending_in_spool, checker_version, "
+                f"created_at{counts}) VALUES (:id, 's', NULL, 'text', 'a', 'h', :v, 1, 0, 0, 0, "
+                f"0, 0, '1', :t{values})"
+            ),
+            {"id": check_id, "v": verdict, "t": datetime.now(UTC), "c": 1},
+        )
+        conn.execute(
+            text(
+                "INSERT INTO claim_check (check_id, claim_index, claim_text, span_start, "
+                "span_end, cited_ids, citations, verdict, reasons, signals) VALUES "
+                "(:id, 0, 'a', 0, 1, '[]', '[]', :v, '[]', '{}')"
+            ),
+            {"id": check_id, "v": verdict},
+        )
+    return str(check_id)
+
+
+def _verdicts(engine: Engine) -> list[tuple[str, str]]:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT a.verdict, c.verdict FROM answer_check a JOIN claim_check c "
+                "ON c.check_id = a.id ORDER BY a.created_at"
+            )
+        )
+        return [(r[0], r[1]) for r in rows]
+
+
+def test_0006_admits_contradicted_keeps_older_claims_and_downgrades_them_to_unsupported(
+    engine: Engine,
+) -> None:
+    upgrade_database(engine, "0005_evidence_row_tenant")
+    _insert_check(engine, "unsupported", with_count=False)
+    with pytest.raises(IntegrityError):
+        _insert_check(engine, "contradicted", with_count=False)
+    upgrade_database(engine, "0006_contradicted_verdict")
+    assert _verdicts(engine) == [("unsupported", "unsupported")]  # the rebuild kept them
+    _insert_check(engine, "contradicted", with_count=True)
+    assert _verdicts(engine) == [("unsupported", "unsupported"), ("contradicted", "contradicted")]
+    downgrade_database(engine, "0005_evidence_row_tenant")
+    assert _verdicts(engine) == [("unsupported", "unsupported"), ("unsupported", "unsupported")]

@@ -7,8 +7,17 @@ from datetime import timedelta
 
 import pytest
 
-from lookup_knowledge.application.answer_check import CheckAnswer, answer_check_json
-from lookup_knowledge.application.ports import AnswerCheckFilter, AnswerFormat, TimeRange
+from lookup_knowledge.application.answer_check import (
+    AnswerCheckSettings,
+    CheckAnswer,
+    answer_check_json,
+)
+from lookup_knowledge.application.ports import (
+    AnswerCheckFilter,
+    AnswerFormat,
+    JudgeMode,
+    TimeRange,
+)
 from lookup_knowledge.domain.access import storage_key
 from lookup_knowledge.domain.answer_check import Verdict
 from lookup_knowledge.domain.errors import InvalidInputError
@@ -104,6 +113,8 @@ def test_the_published_json_has_exactly_the_documented_shape(
         "verdict",
         "reasons",
         "support",
+        "span",
+        "judge",
     ]
     assert claim["citations"] == [{"document_id": "db#chunk-0", "status": "valid"}]
     assert claim["verdict"] == "supported"
@@ -286,7 +297,7 @@ def test_evidence_shown_after_the_check_does_not_count(clock: FakeClock) -> None
     assert claim.verdict is Verdict.INVALID_CITATION
 
 
-def test_the_judge_adds_a_signal_but_never_changes_the_verdict(
+def test_in_signal_mode_the_judge_sees_the_aligned_span_and_never_changes_the_verdict(
     evidence: FakeSessionEvidence, clock: FakeClock
 ) -> None:
     judge = ScriptedJudge("contradicted")
@@ -297,7 +308,13 @@ def test_the_judge_adds_a_signal_but_never_changes_the_verdict(
     )
     assert claim.verdict is Verdict.SUPPORTED
     assert claim.signals["judge"] == {"label": "contradicted", "score": 0.9, "model": "scripted"}
-    assert judge.calls == [("PG-53300 means too many clients [db#chunk-0].", (POOL,))]
+    # the judge is given the claim's aligned sentence, not the whole block
+    assert judge.calls == [
+        (
+            "PG-53300 means too many clients.",
+            ("Error PG-53300 means too many clients.",),
+        )
+    ]
     (failed,) = (
         checker(evidence, clock, judge=ScriptedJudge(fail=True))
         .execute("s-1", "PG-53300 means too many clients [db#chunk-0].")
@@ -305,6 +322,41 @@ def test_the_judge_adds_a_signal_but_never_changes_the_verdict(
     )
     assert failed.verdict is Verdict.SUPPORTED
     assert failed.signals["judge"] == {"error": "judge_error: judge down"}
+
+
+@pytest.mark.parametrize(
+    ("label", "verdict"),
+    [
+        ("contradicted", Verdict.CONTRADICTED),
+        ("neutral", Verdict.UNSUPPORTED),
+        ("entailed", Verdict.SUPPORTED),
+    ],
+)
+def test_in_veto_mode_a_contradicting_or_neutral_judge_overturns_supported(
+    evidence: FakeSessionEvidence, clock: FakeClock, label: str, verdict: Verdict
+) -> None:
+    settings = AnswerCheckSettings(judge_mode=JudgeMode.VETO)
+    check = checker(evidence, clock, judge=ScriptedJudge(label), settings=settings).execute(
+        "s-1", "PG-53300 means too many clients [db#chunk-0]."
+    )
+    (claim,) = check.claims
+    assert claim.verdict is verdict
+    assert check.verdict is verdict
+    if verdict is not Verdict.SUPPORTED:
+        assert claim.reasons == (f"judge scripted: {label}",)
+        assert claim.support is None
+
+
+def test_in_veto_mode_a_failing_judge_leaves_the_verdict(
+    evidence: FakeSessionEvidence, clock: FakeClock
+) -> None:
+    settings = AnswerCheckSettings(judge_mode=JudgeMode.VETO)
+    (claim,) = (
+        checker(evidence, clock, judge=ScriptedJudge(fail=True), settings=settings)
+        .execute("s-1", "PG-53300 means too many clients [db#chunk-0].")
+        .claims
+    )
+    assert claim.verdict is Verdict.SUPPORTED
 
 
 def test_an_embedder_adds_the_cosine(evidence: FakeSessionEvidence, clock: FakeClock) -> None:

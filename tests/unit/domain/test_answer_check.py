@@ -389,7 +389,12 @@ def test_the_answer_verdict_is_its_worst_claims(verdicts: list[Verdict]) -> None
     if all(v is Verdict.SUPPORTED for v in verdicts):
         assert overall is Verdict.SUPPORTED
     else:
-        order = [Verdict.INVALID_CITATION, Verdict.UNSUPPORTED, Verdict.UNCITED]
+        order = [
+            Verdict.INVALID_CITATION,
+            Verdict.CONTRADICTED,
+            Verdict.UNSUPPORTED,
+            Verdict.UNCITED,
+        ]
         assert overall is next(v for v in order if v in verdicts)
 
 
