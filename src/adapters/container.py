@@ -188,6 +188,9 @@ class SearchWhenNeeded(KnowledgeSearchPort):
     def check(self) -> str:
         return self._port().check()
 
+    def holds_nothing(self) -> bool:
+        return self._port().holds_nothing()
+
 
 def _memory_knowledge(analyzer: TextAnalyzer, settings: Settings) -> InMemoryKnowledgeBase:
     from lookup_knowledge.adapters.memory import InMemoryKnowledgeBase

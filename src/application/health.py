@@ -26,9 +26,15 @@ class ComponentHealth:
     name: str
     ok: bool
     detail: str
+    #: "ok", "failing", or "empty" (reachable, but nothing ingested to search yet).
+    status: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.status:
+            object.__setattr__(self, "status", "ok" if self.ok else "failing")
 
     def as_dict(self) -> dict[str, object]:
-        return {"name": self.name, "ok": self.ok, "detail": self.detail}
+        return {"name": self.name, "ok": self.ok, "status": self.status, "detail": self.detail}
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,11 +65,25 @@ class CheckHealth:
     def execute(self) -> Health:
         return Health(
             components=(
-                _probe("knowledge search", self._search.check),
+                self._knowledge(),
                 _probe("audit store", self._audit_store),
                 self._spool(),
             )
         )
+
+    def _knowledge(self) -> ComponentHealth:
+        probed = _probe("knowledge search", self._search.check)
+        if not probed.ok:
+            return probed
+        try:
+            empty = self._search.holds_nothing()
+        except LookupKnowledgeError as error:
+            return ComponentHealth(probed.name, False, f"{error.code}: {error.message}")
+        if not empty:
+            return probed
+        # Reachable, but every lookup would fail or find nothing: not ready, and why.
+        detail = f"nothing ingested yet ({probed.detail}): ingest documents first"
+        return ComponentHealth(probed.name, False, detail, status="empty")
 
     def _audit_store(self) -> str:
         if self._audit is None:
