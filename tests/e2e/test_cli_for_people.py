@@ -147,3 +147,10 @@ def test_the_quickstarts_next_commands_run_as_printed_from_another_folder(
     items = json.loads(ran.stdout)["items"]
     assert items, "the quickstart's lookups are listed"
     assert {item["session_id"] for item in items} == {session}
+
+
+def test_a_bad_choice_is_reported_without_pydantics_wording(tmp_path: Path) -> None:
+    done = _cli(tmp_path / "data", "lookup", "anything", "--mode", "fastest")
+    assert done.returncode == 2
+    assert "'fastest' is not one of 'dense', 'sparse', 'hybrid'" in done.stderr
+    assert "Value error" not in done.stderr
