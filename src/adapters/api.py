@@ -70,14 +70,20 @@ class LookupApp:
     """One configured lookup-knowledge instance. Close it (or use ``with``) when done."""
 
     def __init__(
-        self, container: Container, lookup: LookupKnowledge, *, max_async_workers: int = 8
+        self,
+        container: Container,
+        lookup: LookupKnowledge | None = None,
+        *,
+        max_async_workers: int = 8,
     ) -> None:
         self._container = container
         self._settings: Settings = container.settings()
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._in_flight = 0
+        # None: built by the first lookup (``create_app(eager=False)``).
         self._lookup = lookup
+        self._lookup_lock = threading.Lock()
         self._executor = ThreadPoolExecutor(
             max_workers=max_async_workers, thread_name_prefix="lookup-knowledge"
         )
@@ -179,7 +185,7 @@ class LookupApp:
                     raise AccessDenied(
                         "this session id belongs to another principal; use a session id of your own"
                     )
-            return self._lookup.execute(
+            return self._use_case().execute(
                 query, session_id=session_id, step_id=step_id, options=options
             )
 
@@ -204,6 +210,15 @@ class LookupApp:
             tool_call_id=tool_call_id,
             principal=principal,
         ).to_tool_json()
+
+    def _use_case(self) -> LookupKnowledge:
+        lookup = self._lookup
+        if lookup is None:
+            with self._lookup_lock:  # the container's singletons are not thread-safe
+                if self._lookup is None:
+                    self._lookup = self._container.lookup()
+                lookup = self._lookup
+        return lookup
 
     async def alookup_result(
         self,
@@ -618,10 +633,15 @@ def create_app(
     overrides: Mapping[str, object] | None = None,
     container: Container | None = None,
     max_async_workers: int = 8,
+    eager: bool = True,
 ) -> LookupApp:
     """Build an app from settings (or load them: defaults < file < env < ``overrides``).
 
     Pass ``container`` (with providers overridden) to swap adapters in tests or hosts.
+    ``eager`` (the default) starts what a lookup needs now, so a bad configuration or
+    an unreachable store fails here; ``eager=False`` leaves the knowledge search and the
+    embedder to the first call that needs them (a tool that only reads the audit store
+    never loads the Milvus client or the model runtime).
     """
     if settings is None:
         settings = load_settings(config_file=config_file, overrides=overrides).settings
@@ -629,6 +649,8 @@ def create_app(
         container = Container(settings=settings)
     else:
         container.settings.override(settings)
+    if not eager:
+        return LookupApp(container, max_async_workers=max_async_workers)
     try:
         # Resolving the use case starts exactly the resources the configuration selects
         # (init_resources() would also start those of unselected Selector branches).

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from dependency_injector import containers, providers
 from sqlalchemy.engine import Engine
@@ -33,38 +33,52 @@ from lookup_knowledge.adapters.audit import (
 )
 from lookup_knowledge.adapters.audit.answer_checks import SqlAnswerCheckStore, SqlSessionEvidence
 from lookup_knowledge.adapters.config import AuditDurability, Settings
-from lookup_knowledge.adapters.embedders import (
-    HashingEmbedder,
-    OnnxMiniLMEmbedder,
-    OpenAICompatibleEmbedder,
-)
-from lookup_knowledge.adapters.files.chunking import MarkdownChunker
-from lookup_knowledge.adapters.files.loader import FileDocumentSource
-from lookup_knowledge.adapters.memory import InMemoryKnowledgeBase
-from lookup_knowledge.adapters.milvus import (
-    MilvusConnection,
-    MilvusKnowledgeSearch,
-    MilvusKnowledgeStore,
-)
 from lookup_knowledge.adapters.private_files import private_directory
 from lookup_knowledge.adapters.runtime import (
     DisabledRecorder,
     InMemorySessionState,
     SystemClock,
 )
-from lookup_knowledge.adapters.telemetry import OpenTelemetryTelemetry
-from lookup_knowledge.adapters.text import SnowballJiebaAnalyzer
 from lookup_knowledge.application.access_check import CitationAccess
 from lookup_knowledge.application.answer_check import CheckAnswer
 from lookup_knowledge.application.evaluation import Replay, RunEval
 from lookup_knowledge.application.health import CheckHealth
 from lookup_knowledge.application.ingest import IngestConfig, IngestDocuments
 from lookup_knowledge.application.lookup import LookupKnowledge
-from lookup_knowledge.application.ports import AuditQueries, RankingMetrics, TextAnalyzer
+from lookup_knowledge.application.ports import (
+    AuditQueries,
+    KnowledgeSearchHit,
+    KnowledgeSearchPort,
+    KnowledgeSearchRequest,
+    RankingMetrics,
+    SearchCapabilities,
+    TextAnalyzer,
+)
 from lookup_knowledge.application.query_transformer import QueryTransformer
 from lookup_knowledge.application.verify_citations import VerifyCitations
-from lookup_knowledge.domain.access import Principal
+from lookup_knowledge.domain.access import UNRESTRICTED, AccessScope, DocumentAccess, Principal
 from lookup_knowledge.domain.errors import AuditUnavailable, ConfigurationError
+
+if TYPE_CHECKING:
+    # Imported by the builders that make them: pymilvus brings pandas, pyarrow and gRPC
+    # (~2 s cold on a small machine) and the ONNX embedder its runtime; a command that
+    # only reads the audit store (``audit``, ``db``) needs none of them, nor the
+    # ingest, text-analysis and telemetry adapters.
+    from lookup_knowledge.adapters.embedders import (
+        HashingEmbedder,
+        OnnxMiniLMEmbedder,
+        OpenAICompatibleEmbedder,
+    )
+    from lookup_knowledge.adapters.files.chunking import MarkdownChunker
+    from lookup_knowledge.adapters.files.loader import FileDocumentSource
+    from lookup_knowledge.adapters.memory import InMemoryKnowledgeBase
+    from lookup_knowledge.adapters.milvus import (
+        MilvusConnection,
+        MilvusKnowledgeSearch,
+        MilvusKnowledgeStore,
+    )
+    from lookup_knowledge.adapters.telemetry import OpenTelemetryTelemetry
+    from lookup_knowledge.adapters.text import SnowballJiebaAnalyzer
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +91,8 @@ def _data_dir(settings: Settings) -> None:
 
 
 def _milvus_connection(settings: Settings) -> Iterator[MilvusConnection]:
+    from lookup_knowledge.adapters.milvus import MilvusConnection
+
     if settings.milvus.uri is None:
         _data_dir(settings)
     connection = MilvusConnection(
@@ -91,7 +107,15 @@ def _milvus_connection(settings: Settings) -> Iterator[MilvusConnection]:
         connection.close()
 
 
+def _telemetry() -> OpenTelemetryTelemetry:
+    from lookup_knowledge.adapters.telemetry import OpenTelemetryTelemetry
+
+    return OpenTelemetryTelemetry()
+
+
 def _text_analyzer(settings: Settings) -> SnowballJiebaAnalyzer:
+    from lookup_knowledge.adapters.text import SnowballJiebaAnalyzer
+
     analysis = settings.rag.text_analysis
     return SnowballJiebaAnalyzer(
         language=analysis.language.value,
@@ -104,6 +128,8 @@ def _text_analyzer(settings: Settings) -> SnowballJiebaAnalyzer:
 def _milvus_search(
     connection: MilvusConnection, analyzer: TextAnalyzer, settings: Settings
 ) -> MilvusKnowledgeSearch:
+    from lookup_knowledge.adapters.milvus import MilvusKnowledgeSearch
+
     return MilvusKnowledgeSearch(
         connection,
         collection=settings.milvus.collection,
@@ -116,6 +142,8 @@ def _milvus_search(
 def _milvus_store(
     connection: MilvusConnection, analyzer: TextAnalyzer, settings: Settings
 ) -> MilvusKnowledgeStore:
+    from lookup_knowledge.adapters.milvus import MilvusKnowledgeStore
+
     index = settings.milvus.index
     params: dict[str, Any] = (
         {"M": index.m, "efConstruction": index.ef_construction} if index.type == "HNSW" else {}
@@ -129,11 +157,51 @@ def _milvus_store(
     )
 
 
+class SearchWhenNeeded(KnowledgeSearchPort):
+    """The configured search port, built by its first call. The citation and answer
+    checks ask the knowledge base only about ids the session was not shown, or for a
+    block whose text the audit keeps as a hash only; most checks never do, and building
+    the Milvus adapter imports its client (pandas, pyarrow, gRPC: seconds, cold)."""
+
+    def __init__(self, build: Callable[[], KnowledgeSearchPort]) -> None:
+        self._build = build
+
+    def _port(self) -> KnowledgeSearchPort:
+        return self._build()  # a Singleton provider: built once, then the same object
+
+    def search(self, request: KnowledgeSearchRequest) -> list[KnowledgeSearchHit]:
+        return self._port().search(request)
+
+    def fetch_content(
+        self, evidence_keys: Sequence[str], access: AccessScope = UNRESTRICTED
+    ) -> dict[str, str]:
+        return self._port().fetch_content(evidence_keys, access)
+
+    def capabilities(self) -> SearchCapabilities:
+        return self._port().capabilities()
+
+    def document_access(self, document_ids: Sequence[str]) -> dict[str, tuple[DocumentAccess, ...]]:
+        return self._port().document_access(document_ids)
+
+    def search_parameters(self) -> Mapping[str, object]:
+        return self._port().search_parameters()
+
+    def check(self) -> str:
+        return self._port().check()
+
+    def holds_nothing(self) -> bool:
+        return self._port().holds_nothing()
+
+
 def _memory_knowledge(analyzer: TextAnalyzer, settings: Settings) -> InMemoryKnowledgeBase:
+    from lookup_knowledge.adapters.memory import InMemoryKnowledgeBase
+
     return InMemoryKnowledgeBase(rrf_k=settings.rag.hybrid.rrf_k, analyzer=analyzer)
 
 
 def _onnx_embedder(settings: Settings) -> OnnxMiniLMEmbedder:
+    from lookup_knowledge.adapters.embedders import OnnxMiniLMEmbedder
+
     return OnnxMiniLMEmbedder(
         batch_size=settings.embedder.batch_size,
         intra_op_threads=settings.embedder.threads,
@@ -143,6 +211,8 @@ def _onnx_embedder(settings: Settings) -> OnnxMiniLMEmbedder:
 
 
 def _openai_embedder(settings: Settings) -> OpenAICompatibleEmbedder:
+    from lookup_knowledge.adapters.embedders import OpenAICompatibleEmbedder
+
     openai = settings.embedder.openai
     return OpenAICompatibleEmbedder(
         base_url=openai.base_url,
@@ -157,6 +227,8 @@ def _openai_embedder(settings: Settings) -> OpenAICompatibleEmbedder:
 
 
 def _hashing_embedder(settings: Settings) -> HashingEmbedder:
+    from lookup_knowledge.adapters.embedders import HashingEmbedder
+
     return HashingEmbedder(dimension=settings.embedder.hashing.dimension)
 
 
@@ -269,7 +341,15 @@ def _check_embedder(settings: Settings, embedder: Any) -> Any:
     return embedder if settings.audit.check.use_embedder else None
 
 
+def _document_source(*paths: Any, **options: Any) -> FileDocumentSource:
+    from lookup_knowledge.adapters.files.loader import FileDocumentSource
+
+    return FileDocumentSource(*paths, **options)
+
+
 def _chunker(settings: Settings) -> MarkdownChunker:
+    from lookup_knowledge.adapters.files.chunking import MarkdownChunker
+
     return MarkdownChunker(
         chunk_size=settings.ingest.chunk_size, chunk_overlap=settings.ingest.chunk_overlap
     )
@@ -330,7 +410,7 @@ class Container(containers.DeclarativeContainer):
     settings = providers.Dependency(instance_of=Settings)
 
     clock = providers.Singleton(SystemClock)
-    telemetry = providers.Singleton(OpenTelemetryTelemetry)
+    telemetry = providers.Singleton(_telemetry)
 
     embedder = providers.Selector(
         providers.Callable(_embedder_provider, settings),
@@ -395,9 +475,13 @@ class Container(containers.DeclarativeContainer):
         embedder=embedder,
         settings=providers.Callable(_ingest_settings, settings),
     )
-    verify_citations = providers.Factory(VerifyCitations, audit_queries, recorder, search=search)
+    # What the checks ask the knowledge base, started only when one asks.
+    search_when_needed = providers.Singleton(SearchWhenNeeded, search.provider)
+    verify_citations = providers.Factory(
+        VerifyCitations, audit_queries, recorder, search=search_when_needed
+    )
     # Called with the paths and options of one ingest run.
-    document_source = providers.Factory(FileDocumentSource)
+    document_source = providers.Factory(_document_source)
     audit_schema = providers.Factory(AlembicAuditSchema, providers.Callable(_audit_url, settings))
 
     # One per app: it remembers the checks still in flight (see CheckHealth).
@@ -433,7 +517,7 @@ class Container(containers.DeclarativeContainer):
         tei=providers.Resource(_tei_judge, settings),
     )
     # A block's current text by document_id, from the rows of one tenant (or none).
-    chunk_text = providers.Singleton(SearchChunkText, search)
+    chunk_text = providers.Singleton(SearchChunkText, search_when_needed)
     check_answer = providers.Factory(
         CheckAnswer,
         evidence=session_evidence,
@@ -445,7 +529,7 @@ class Container(containers.DeclarativeContainer):
         embedder=providers.Callable(_check_embedder, settings, embedder),
         judge=claim_judge,
         settings=providers.Callable(lambda s: s.to_answer_check_settings(), settings),
-        access=providers.Factory(CitationAccess, audit_queries, search),
+        access=providers.Factory(CitationAccess, audit_queries, search_when_needed),
     )
 
     ranking_metrics = providers.Factory(_ranking_metrics)

@@ -73,8 +73,9 @@ import ipaddress
 import itertools
 import json
 import logging
+import socket
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,6 +90,7 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import ConfigDict
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -104,6 +106,7 @@ from lookup_knowledge.application.tool import (
     TOOL_NAME,
 )
 from lookup_knowledge.domain.access import Principal
+from lookup_knowledge.domain.answer_check import CitationStatus, Verdict
 from lookup_knowledge.domain.errors import (
     AccessDenied,
     ConfigurationError,
@@ -132,6 +135,58 @@ CHECK_TOOL_DESCRIPTION = (
     "invalid_citation. Fix or drop every claim that is not supported before answering."
 )
 _TRANSPORT_SESSION_HEADER = "mcp-session-id"
+
+_VERDICTS = [v.value for v in Verdict]
+#: ``check_answer``'s structured result (``answer_check_json``; ``audit check-answer
+#: --json``). Objects may gain fields; those listed keep their names and types.
+CHECK_RESULT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["checkId", "sessionId", "verdict", "claims"],
+    "properties": {
+        "checkId": {"type": "string"},
+        "sessionId": {"type": "string"},
+        "verdict": {"type": "string", "enum": _VERDICTS},
+        "claims": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["index", "text", "start", "end", "citations", "verdict", "reasons"],
+                "properties": {
+                    "index": {"type": "integer"},
+                    "text": {"type": "string"},
+                    "start": {"type": "integer"},
+                    "end": {"type": "integer"},
+                    "citations": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["document_id", "status"],
+                            "properties": {
+                                "document_id": {"type": "string"},
+                                "status": {
+                                    "type": "string",
+                                    "enum": [s.value for s in CitationStatus],
+                                },
+                            },
+                        },
+                    },
+                    "verdict": {"type": "string", "enum": _VERDICTS},
+                    "reasons": {"type": "array", "items": {"type": "string"}},
+                    "support": {
+                        "type": ["object", "null"],
+                        "required": ["document_id", "start", "end", "score"],
+                        "properties": {
+                            "document_id": {"type": "string"},
+                            "start": {"type": "integer"},
+                            "end": {"type": "integer"},
+                            "score": {"type": "number"},
+                        },
+                    },
+                },
+            },
+        },
+    },
+}
 
 
 @dataclass
@@ -362,6 +417,23 @@ def _check_result(payload: dict[str, Any], *, is_error: bool = False) -> CallToo
     )
 
 
+def _refuse_unknown_arguments(tool: Tool) -> None:
+    """Validate the tool's arguments as its input schema says (``additionalProperties:
+    false``): an argument it does not declare is a tool error the model can read, not
+    silently dropped (the SDK's argument model ignores unknown names)."""
+    lenient = tool.fn_metadata.arg_model
+    strict = type(
+        lenient.__name__,
+        (lenient,),
+        {
+            "__module__": lenient.__module__,
+            "model_config": ConfigDict(**{**lenient.model_config, "extra": "forbid"}),
+        },
+    )
+    tool.fn_metadata.arg_model = strict
+    tool.parameters["additionalProperties"] = False
+
+
 def build_mcp_server(app: LookupApp, *, name: str = "lookup-knowledge") -> MCPServer[Any]:
     """An MCP server offering ``lookup_knowledge(query)`` over ``app``.
 
@@ -417,6 +489,7 @@ def build_mcp_server(app: LookupApp, *, name: str = "lookup-knowledge") -> MCPSe
     # reaches the lookup, which records the call and answers with its error result.
     tool.parameters = copy.deepcopy(QUERY_SCHEMA)
     tool.fn_metadata.output_schema = copy.deepcopy(RESULT_SCHEMA)
+    _refuse_unknown_arguments(tool)
 
     async def check_answer(answer: str, ctx: Context[_ConnectionSession, Any]) -> CallToolResult:
         request = ctx.request_context
@@ -447,6 +520,9 @@ def build_mcp_server(app: LookupApp, *, name: str = "lookup-knowledge") -> MCPSe
         ),
         structured_output=False,
     )
+    # The verdict JSON is the structured result (an error result is {error, message}).
+    checker.fn_metadata.output_schema = copy.deepcopy(CHECK_RESULT_SCHEMA)
+    _refuse_unknown_arguments(checker)
     return MCPServer(name, tools=[tool, checker], lifespan=_per_connection)
 
 
@@ -541,14 +617,42 @@ def mcp_http_app(app: LookupApp, *, host: str = "127.0.0.1", token: str | None =
 
 
 def serve_http(
-    app: LookupApp, *, host: str = "127.0.0.1", port: int = 8765, token: str | None = None
+    app: LookupApp,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    token: str | None = None,
+    on_listening: Callable[[str], None] | None = None,
 ) -> None:
-    """Serve ``lookup_knowledge`` over streamable HTTP until interrupted (blocking)."""
+    """Serve ``lookup_knowledge`` over streamable HTTP until interrupted (blocking).
+
+    ``on_listening`` is called with the server's URL (``http://host:port/mcp``, the port
+    the system gave when ``port`` is 0) once the socket is bound, before serving; a port
+    that cannot be bound is a ``ConfigurationError`` naming ``mcp.port``."""
     import uvicorn
 
-    uvicorn.run(
-        mcp_http_app(app, host=host, token=token), host=host, port=port, log_level="warning"
-    )
+    asgi = mcp_http_app(app, host=host, token=token)
+    sock = _listen(host, port)
+    bound_host, bound_port = sock.getsockname()[:2]
+    if on_listening is not None:
+        shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+        on_listening(f"http://{shown}:{bound_port}/mcp")
+    uvicorn.Server(uvicorn.Config(asgi, log_level="warning")).run(sockets=[sock])
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as error:
+        sock.close()
+        raise ConfigurationError(
+            "mcp.port", port, f"cannot bind {host}:{port} ({error.strerror})"
+        ) from None
+    sock.listen(2048)
+    return sock
 
 
 def main() -> None:

@@ -37,9 +37,15 @@ class ComponentHealth:
     detail: str
     #: Records waiting for the database (the spool's check only).
     pending: int | None = None
+    #: "ok", "failing", or "empty" (reachable, but nothing ingested to search yet).
+    status: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.status:
+            object.__setattr__(self, "status", "ok" if self.ok else "failing")
 
     def as_dict(self) -> dict[str, object]:
-        return {"name": self.name, "ok": self.ok, "detail": self.detail}
+        return {"name": self.name, "ok": self.ok, "status": self.status, "detail": self.detail}
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +84,7 @@ class CheckHealth:
         """Every component's state; with ``timeout_s``, each check bounded by it (they
         run at once, so the whole answer takes about ``timeout_s`` at most)."""
         checks: tuple[tuple[str, Callable[[], ComponentHealth]], ...] = (
-            ("knowledge search", lambda: _probe("knowledge search", self._search.check)),
+            ("knowledge search", self._knowledge),
             ("audit store", lambda: _probe("audit store", self._audit_store)),
             ("audit spool", self._spool),
         )
@@ -112,6 +118,20 @@ class CheckHealth:
 
         threading.Thread(target=work, name=f"health-{name}", daemon=True).start()
         return run
+
+    def _knowledge(self) -> ComponentHealth:
+        probed = _probe("knowledge search", self._search.check)
+        if not probed.ok:
+            return probed
+        try:
+            empty = self._search.holds_nothing()
+        except LookupKnowledgeError as error:
+            return ComponentHealth(probed.name, False, f"{error.code}: {error.message}")
+        if not empty:
+            return probed
+        # Reachable, but every lookup would fail or find nothing: not ready, and why.
+        detail = f"nothing ingested yet ({probed.detail}): ingest documents first"
+        return ComponentHealth(probed.name, False, detail, status="empty")
 
     def _audit_store(self) -> str:
         if self._audit is None:

@@ -32,7 +32,9 @@ class ConfigurationError(LookupKnowledgeError):
     code = "configuration_error"
 
     def __init__(self, key: str, value: object, rule: str) -> None:
-        super().__init__(f"invalid configuration {key}={value!r}: {rule}")
+        # "key=None" would read as a value (and "token=None" is masked as a secret).
+        shown = f"{key} (not set)" if value is None else f"{key}={value!r}"
+        super().__init__(f"invalid configuration {shown}: {rule}")
         self.key = key
         self.value = value
         self.rule = rule

@@ -109,6 +109,100 @@ def test_the_root_help_lists_the_eval_group_without_importing_it() -> None:
     assert "lookup_knowledge.adapters.cli.eval" in ours
 
 
+# What searching and embedding need, and a command that reads the audit store does not;
+# nor the web frameworks the container's library would import to recognise their markers.
+SEARCH_AND_MODEL = (
+    "pymilvus",
+    "milvus_lite",
+    "pandas",
+    "pyarrow",
+    "grpc",
+    "onnxruntime",
+    "fastapi",
+    "starlette",
+    "werkzeug",
+)
+
+# Written by a lookup in another process (in-memory search, so the probe's own default
+# configuration, Milvus Lite and the ONNX model, is what the audit commands start with).
+RECORD_A_LOOKUP = """
+import sys
+from lookup_knowledge import create_app
+overrides = {
+    "data-dir": sys.argv[1],
+    "search.backend": "memory",
+    "embedder.provider": "hashing",
+    "audit.keep-shown-text": sys.argv[2] == "keep",
+}
+with create_app(overrides=overrides) as app:
+    folder = app.settings.data_dir.parent / "kb"
+    folder.mkdir()
+    (folder / "pool.md").write_text("# Pool\\n\\nPgBouncer keeps up to 16 server connections.\\n")
+    app.ingest([folder], root=folder)
+    result = app.lookup("how many server connections does PgBouncer keep", session_id="s-1")
+    print(result["evidenceBlocks"][0]["document_id"])
+"""
+
+
+def _record_a_lookup(folder: Path, *, keep_shown_text: bool = True) -> tuple[str, str]:
+    """(a data directory holding one recorded lookup of session s-1, the id it returned)."""
+    data = str(folder / "data")
+    done = subprocess.run(
+        [sys.executable, "-c", RECORD_A_LOOKUP, data, "keep" if keep_shown_text else "hash"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return data, done.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    return _record_a_lookup(tmp_path_factory.mktemp("audit"))
+
+
+@pytest.mark.parametrize(
+    ("args", "expected_code"),
+    [
+        (("audit", "list", "--session", "s-1"), 0),
+        (("audit", "stats"), 0),
+        (("audit", "verify", "--session", "s-1", "{cited}"), 0),
+        (("audit", "check-answer", "--session", "s-1", "--answer", "{answer}"), 0),
+        (("audit", "checks"), 0),
+        (("audit", "--help"), 0),
+        (("db", "current"), 0),
+        (("config", "show"), 0),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, tuple) else str(v),
+)
+def test_read_commands_load_neither_the_search_client_nor_the_model_runtime(
+    recorded: tuple[str, str], args: tuple[str, ...], expected_code: int
+) -> None:
+    data, cited = recorded
+    answer = f"PgBouncer keeps up to 16 server connections [{cited}]."
+    argv = [a.format(cited=cited, answer=answer) for a in args]
+    modules, code, output = _loaded_by("--data-dir", data, *argv)
+    assert code == expected_code, output
+    assert not modules & set(SEARCH_AND_MODEL), (
+        f"{' '.join(args)} imported {sorted(modules & set(SEARCH_AND_MODEL))}"
+    )
+    if args[0] == "audit" and "--help" not in args:
+        assert "sqlalchemy" in modules, "the probe sees the audit store's driver"
+
+
+def test_a_check_that_must_reread_evidence_does_start_the_search_store(tmp_path: Path) -> None:
+    # The audit kept only the hash of what it showed: the checker re-reads the block from
+    # the knowledge store, so that store (Milvus Lite, by default) is started then.
+    data, cited = _record_a_lookup(tmp_path, keep_shown_text=False)
+    answer = f"PgBouncer keeps up to 16 server connections [{cited}]."
+    modules, code, output = _loaded_by(
+        "--data-dir", data, "audit", "check-answer", "--session", "s-1", "--answer", answer
+    )
+    assert code == 1, output  # the Milvus Lite file holds no such block: not supported
+    assert "pymilvus" in modules
+
+
 def test_a_command_that_needs_the_audit_store_does_load_its_driver(tmp_path: Path) -> None:
     # The probe can tell: `db current` on an empty data directory reaches SQLAlchemy.
     modules, code, _ = _loaded_by("--data-dir", str(tmp_path), "db", "current")

@@ -100,6 +100,8 @@ def test_bash_block_runs(line: int, code: str, workspace: tuple[Path, dict[str, 
     )
     assert done.returncode == 0, f"README.md line {line}:\n{done.stdout[-3000:]}\n{done.stderr}"
     assert "Traceback" not in done.stderr
+    if "audit check-answer" in code:  # the example answer is one the checker supports
+        assert "verdict: supported" in done.stdout, done.stdout[-3000:]
 
 
 @pytest.mark.parametrize(("line", "code"), blocks("yaml"), ids=lambda v: str(v)[:12])

@@ -109,6 +109,9 @@ class FakeSearch(KnowledgeSearchPort):
     def capabilities(self) -> SearchCapabilities:
         return SearchCapabilities(modes=frozenset(SearchMode), grouping=True)
 
+    def holds_nothing(self) -> bool:
+        return not self.rows and not any(self.filtered_rows.values())
+
 
 class FakeEmbedder(Embedder):
     def __init__(self, dimension: int = 4) -> None:

@@ -271,7 +271,11 @@ def test_health_with_the_audit_store_switched_off(tmp_path: Path) -> None:
             "audit.enabled": False,
         }
     )
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n\nSomething to search.\n", encoding="utf-8")
     with app:
+        app.ingest([docs])  # an empty knowledge base is not ready (health: "empty")
         health = app.health()
         assert health.ok
         assert "disabled" in health.components[1].detail

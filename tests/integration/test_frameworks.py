@@ -103,7 +103,47 @@ def test_langchain_tool_runs_the_models_tool_call(app: LookupApp) -> None:
     assert set(schema["properties"]) == {"query"}
 
 
+def test_langchain_tool_takes_plain_arguments_as_well_as_a_tool_call(app: LookupApp) -> None:
+    from lookup_knowledge.adapters.frameworks.langchain import lookup_knowledge_tool
+
+    tool = lookup_knowledge_tool(app, session_id="lc-plain")
+    # What a LangChain user types first, sync and async, and the bare string form.
+    for output in (
+        tool.invoke({"query": QUERY}),
+        asyncio.run(tool.ainvoke({"query": QUERY})),
+        tool.invoke(QUERY),
+    ):
+        assert isinstance(output, str)
+        payload = json.loads(output)
+        assert payload["found"] is True
+        assert_names_only_returned_blocks(payload)
+    rows = recorded(app, "lc-plain")
+    assert len(rows) == 3
+    # No model tool call: the LangChain run id is the step, and no tool-call id is made up.
+    assert all(row.step_id and row.tool_call_id is None for row in rows)
+    assert len({row.step_id for row in rows}) == 3
+
+
 # --------------------------------------------------------------------------- LlamaIndex
+
+
+def test_llamaindex_nodes_keep_audit_metadata_out_of_the_prompt(app: LookupApp) -> None:
+    from llama_index.core.schema import MetadataMode
+
+    from lookup_knowledge.adapters.frameworks.llamaindex import LookupKnowledgeRetriever
+
+    (node, *_) = LookupKnowledgeRetriever(app, session_id="li-prompt").retrieve(QUERY)
+    metadata = node.node.metadata
+    prompt = node.node.get_content(metadata_mode=MetadataMode.LLM)
+    assert metadata["document_id"] in prompt, "the model sees what it may cite"
+    assert node.node.get_content() in prompt
+    for key in ("invocation_id", "rank", "score", "relevance"):
+        assert key in metadata, "the host still has it"
+        assert f"{key}:" not in prompt, f"{key} reached the LLM prompt"
+    assert metadata["invocation_id"] not in prompt
+    embedded = node.node.get_content(metadata_mode=MetadataMode.EMBED)
+    assert metadata["invocation_id"] not in embedded
+    assert "rank:" not in embedded
 
 
 def test_llamaindex_retriever_feeds_a_query_engine_with_a_mock_llm(app: LookupApp) -> None:
@@ -176,6 +216,20 @@ def test_haystack_retriever_in_a_pipeline_with_a_fake_generator(app: LookupApp) 
         assert document.id == document.meta["document_id"]
     assert {d.id for d in documents} <= shown_ids(app, "hs-chat")
     assert [r.step_id for r in recorded(app, "hs-chat")] == ["turn-3"]
+
+
+def test_haystack_document_scores_are_similarities_in_the_unit_interval(app: LookupApp) -> None:
+    from lookup_knowledge.adapters.frameworks.haystack import LookupKnowledgeRetriever
+
+    documents = LookupKnowledgeRetriever(app, session_id="hs-score").run(QUERY)["documents"]
+    assert documents
+    # The fixture's best block ranks above 1 (relevance plus rerank bonuses).
+    assert max(d.meta["score"] for d in documents) > 1
+    for document in documents:
+        assert document.score is not None
+        assert 0.0 <= document.score <= 1.0
+        assert document.score == document.meta["relevance"]
+    assert [d.meta["rank"] for d in documents] == sorted(d.meta["rank"] for d in documents)
 
 
 # --------------------------------------------------------------------------- principal

@@ -3,7 +3,12 @@ a bearer token off loopback, and a conversation id in ``_meta`` on any transport
 
 from __future__ import annotations
 
+import os
+import re
+import select
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -27,6 +32,7 @@ from lookup_knowledge.application.ports import InvocationFilter
 from lookup_knowledge.domain.errors import ConfigurationError
 
 QUERY = "how do I fail over the primary PostgreSQL database"
+CLI = str(Path(sys.executable).parent / "lookup-knowledge")
 
 
 @pytest.fixture
@@ -183,3 +189,52 @@ def test_enforced_access_refuses_an_mcp_token_that_maps_to_no_principal(tmp_path
             mcp_http_app(built, token="s3cret-token")
     finally:
         built.close()
+
+
+def test_the_http_transport_says_where_it_listens_on_stderr(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOKUP_KNOWLEDGE_")}
+    env["LOOKUP_KNOWLEDGE_EMBEDDER__PROVIDER"] = "hashing"
+    command = [CLI, "--data-dir", str(tmp_path / "data"), "mcp", "--transport", "http"]
+    server = subprocess.Popen(
+        [*command, "--port", "0"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert server.stderr is not None
+        ready, _, _ = select.select([server.stderr], [], [], 60)
+        assert ready, "nothing on stderr within a minute"
+        line = server.stderr.readline()
+        found = re.search(r"(http://127\.0\.0\.1:\d+/mcp)\b", line)
+        assert found, line
+        url = found.group(1)
+
+        async def tools() -> list[str]:
+            async with Client(url, mode="legacy") as client:
+                return [t.name for t in (await client.list_tools()).tools]
+
+        assert anyio.run(tools) == ["lookup_knowledge", "check_answer"]
+    finally:
+        server.terminate()
+        stdout, _ = server.communicate(timeout=30)
+    assert stdout == ""
+
+
+def test_stdio_writes_nothing_but_the_protocol_to_stdout(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOKUP_KNOWLEDGE_")}
+    env["LOOKUP_KNOWLEDGE_EMBEDDER__PROVIDER"] = "hashing"
+    done = subprocess.run(
+        [CLI, "--data-dir", str(tmp_path / "data"), "mcp"],
+        stdin=subprocess.DEVNULL,  # the client hangs up at once
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    assert "http://" not in done.stderr

@@ -21,6 +21,7 @@ from mcp.types import CallToolResult, TextContent
 
 from lookup_knowledge.adapters.api import LookupApp, create_app
 from lookup_knowledge.adapters.mcp_server import (
+    CHECK_RESULT_SCHEMA,
     CHECK_TOOL_NAME,
     CONVERSATION_META_KEY,
     SESSION_PREFIX,
@@ -278,6 +279,51 @@ def test_malformed_arguments_are_error_results_not_a_crash(app: LookupApp, mode:
     summary = _invocation(app, good["invocationId"])
     assert (summary.seq, summary.step_id) == (1, "1")
     assert len(_session_rows(app, summary.session_id)) == 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_argument_the_schema_does_not_declare_is_a_tool_error(app: LookupApp, mode: str) -> None:
+    async def scenario() -> tuple[list[Any], list[CallToolResult], dict[str, Any]]:
+        async with Client(build_mcp_server(app), mode=mode) as client:
+            tools = list((await client.list_tools()).tools)
+            bad = [
+                await client.call_tool(TOOL_NAME, {"query": VPN_QUERY, "top_k": 50}),
+                await client.call_tool(CHECK_TOOL_NAME, {"answer": "x", "session_id": "other"}),
+            ]
+            good = _payload(await client.call_tool(TOOL_NAME, {"query": VPN_QUERY}))
+        return tools, bad, good
+
+    tools, bad, good = _run(scenario)
+
+    for tool in tools:  # declared ...
+        assert tool.input_schema["additionalProperties"] is False, tool.name
+    for result, extra in zip(bad, ("top_k", "session_id"), strict=True):  # ... and enforced
+        assert result.is_error is True
+        assert isinstance(result.content[0], TextContent)
+        assert extra in result.content[0].text
+    # The refused lookup never ran: the good call is the session's first.
+    summary = _invocation(app, good["invocationId"])
+    assert (summary.seq, summary.step_id) == (1, "1")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_check_answer_declares_the_structured_result_it_returns(app: LookupApp, mode: str) -> None:
+    async def scenario() -> tuple[Any, CallToolResult]:
+        async with Client(build_mcp_server(app), mode=mode) as client:
+            checker = (await client.list_tools()).tools[1]
+            found = _payload(await client.call_tool(TOOL_NAME, {"query": FAILOVER_QUERY}))
+            answer = f"Failover takes about two minutes [{_returned_ids(found)[0]}]."
+            # The SDK client validates structured content against the declared schema.
+            return checker, await client.call_tool(CHECK_TOOL_NAME, {"answer": answer})
+
+    checker, result = _run(scenario)
+
+    assert checker.name == CHECK_TOOL_NAME
+    assert checker.output_schema == CHECK_RESULT_SCHEMA
+    verdicts = _verdicts(result)
+    jsonschema.validate(verdicts, CHECK_RESULT_SCHEMA)
+    assert verdicts["verdict"] == "supported"
+    assert verdicts["claims"][0]["support"] is not None
 
 
 def test_session_rules_per_transport() -> None:

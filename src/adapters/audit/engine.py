@@ -34,14 +34,16 @@ def normalise_url(url: str | URL) -> URL:
         parsed = make_url(url) if isinstance(url, str) else url
     except (ArgumentError, ValueError) as error:
         raise ConfigurationError(
-            "audit.url", _redact(url), f"not a database URL: {error}"
+            "audit.database-url", _redact(url), f"not a database URL: {error}"
         ) from None
     backend = parsed.get_backend_name()
     if backend == "postgresql" and parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
     elif backend not in ("postgresql", "sqlite"):
         raise ConfigurationError(
-            "audit.url", _redact(url), "only sqlite and postgresql audit databases are supported"
+            "audit.database-url",
+            _redact(url),
+            "only sqlite and postgresql audit databases are supported",
         )
     return parsed
 

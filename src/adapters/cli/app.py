@@ -185,6 +185,11 @@ def _report(error: BaseException) -> int:
     if isinstance(error, typer.TyperException):
         # typer's own copy of click (not the click package): usage errors (exit 2) and
         # the few other errors it raises, each with typer's message.
+        message = getattr(error, "message", None)
+        if isinstance(message, str):
+            # typer converts values with pydantic, whose text for a bad choice starts
+            # "Value error, ": pydantic's wording, not the user's concern.
+            error.message = message.replace("Value error, ", "")
         show = getattr(error, "show", None)
         if callable(show):
             show()

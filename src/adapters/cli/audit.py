@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from lookup_knowledge.adapters.cli.answer_check import register_answer_commands
-from lookup_knowledge.adapters.cli.context import command_group, open_app, parse_when
+from lookup_knowledge.adapters.cli.context import command_group, open_audit_app, parse_when
 from lookup_knowledge.adapters.cli.render import (
     add_row,
     console,
@@ -89,7 +89,7 @@ def audit_list(
         traffic=None if traffic is None else (_traffic(traffic) or "all"),
         tenant=tenant,
     )
-    with open_app() as lookup_app:
+    with open_audit_app() as lookup_app:
         page = lookup_app.audit.list_invocations(query)
     if as_json:
         print_json({"items": page.items, "nextOffset": page.next_offset})
@@ -106,7 +106,7 @@ def audit_show(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """One invocation with the evidence it returned and its traces."""
-    with open_app() as lookup_app:
+    with open_audit_app() as lookup_app:
         detail = lookup_app.audit.get_invocation(invocation_id)
     if as_json:
         print_json(detail)
@@ -174,7 +174,7 @@ def audit_verify(
 ) -> None:
     """EvidenceGuard: exit 1 when a cited document_id was never returned in the session
     (unknown) or is one the session's principal could not see (forbidden)."""
-    with open_app() as lookup_app:
+    with open_audit_app() as lookup_app:
         report = lookup_app.verify_citations(
             session, document_ids, groups=list(group) if group else None
         )
@@ -233,7 +233,7 @@ def audit_stats(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Quality summary: counts, no-evidence and fallback rates, quality, latency."""
-    with open_app() as lookup_app:
+    with open_audit_app() as lookup_app:
         summary = lookup_app.audit.quality_summary(
             _time_range(since, until), top, _traffic(traffic), tenant
         )
@@ -276,4 +276,4 @@ def _summary_data(summary: QualitySummary) -> dict[str, object]:
     }
 
 
-register_answer_commands(audit_app, open_app)  # audit check-answer, audit checks
+register_answer_commands(audit_app, open_audit_app)  # audit check-answer, audit checks

@@ -7,6 +7,7 @@ command line: ``lookup-knowledge --help`` reads no settings and starts no driver
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -75,11 +76,48 @@ def load(extra: dict[str, object] | None = None) -> LoadedSettings:
     return loaded
 
 
+# What dependency_injector's wiring module imports, when installed, to recognise these
+# frameworks' markers in the functions it wires.
+_WIRING_HOOKS = ("fastapi", "fast_depends", "starlette", "werkzeug")
+
+
+def import_container_lightly() -> None:
+    """Import dependency_injector (the container's library) without the web frameworks
+    its wiring module imports only to recognise their markers in wired functions
+    (FastAPI, Starlette, Werkzeug: ~0.3 s of a cold ``audit list`` with the ``server``
+    extra installed). Nothing in this package is wired, and the command line is the
+    whole process; a framework already imported is left alone, and every one can still
+    be imported afterwards (``serve`` does). A host that embeds the package imports it as
+    usual: this runs in the command line only."""
+    if "dependency_injector.wiring" in sys.modules:
+        return
+    hidden = [name for name in _WIRING_HOOKS if name not in sys.modules]
+    for name in hidden:
+        sys.modules[name] = None  # type: ignore[assignment] # import raises ImportError
+    try:
+        import dependency_injector.wiring  # noqa: F401
+    finally:
+        for name in hidden:
+            if sys.modules.get(name, 0) is None:
+                del sys.modules[name]
+
+
 def open_app(extra: dict[str, object] | None = None) -> LookupApp:
     """An app on the loaded settings; the caller closes it (``with``)."""
+    import_container_lightly()
     from lookup_knowledge.adapters.api import create_app
 
     return create_app(load(extra).settings)
+
+
+def open_audit_app(extra: dict[str, object] | None = None) -> LookupApp:
+    """An app for a command that reads (or adds to) the audit store: the knowledge
+    search and the embedder start only if the command turns out to need them, so
+    ``audit list`` loads neither the Milvus client nor the model runtime."""
+    import_container_lightly()
+    from lookup_knowledge.adapters.api import create_app
+
+    return create_app(load(extra).settings, eager=False)
 
 
 def parse_when(value: str | None, name: str) -> datetime | None:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from lookup_knowledge.adapters.cli.context import command_group, load
+from lookup_knowledge.adapters.cli.context import command_group, import_container_lightly, load
 from lookup_knowledge.adapters.cli.render import console
 
 db_app = command_group(help="Audit database schema (Alembic migrations).")
@@ -16,6 +16,7 @@ db_app = command_group(help="Audit database schema (Alembic migrations).")
 @db_app.command("upgrade")
 def db_upgrade(revision: Annotated[str, typer.Argument()] = "head") -> None:
     """Upgrade the audit database schema (creates it when empty)."""
+    import_container_lightly()
     from lookup_knowledge.adapters.api import upgrade_audit_database
 
     now = upgrade_audit_database(load().settings, revision)
@@ -25,6 +26,7 @@ def db_upgrade(revision: Annotated[str, typer.Argument()] = "head") -> None:
 @db_app.command("current")
 def db_current() -> None:
     """Show the audit database's schema revision and the newest one this version knows."""
+    import_container_lightly()
     from lookup_knowledge.adapters.api import audit_database_revision
 
     revision = audit_database_revision(load().settings)

@@ -298,7 +298,8 @@ def lookup(
     else:
         print_json(_formatted(result, output, tool_call_id))
     if failed:
-        error_line(f"error: {result.message}")
+        # The tool message tells an agent what to do; a person reads what went wrong.
+        error_line(f"error: Knowledge lookup failed ({result.error_code}): {result.error_message}")
         # recorded either way; a query the tool refuses is the caller's input to fix
         raise typer.Exit(2 if result.error_code == InvalidInputError.code else 1)
 
@@ -329,8 +330,9 @@ def health(
         table = Table(title="Health")
         for column in ("component", "status", "detail"):
             table.add_column(column, overflow="fold")
+        styles = {"ok": "green", "empty": "yellow"}
         for component in report.components:
-            status = Text("ok", style="green") if component.ok else Text("failing", style="red")
+            status = Text(component.status, style=styles.get(component.status, "red"))
             add_row(table, component.name, status, component.detail)
         console().print(table)
     if not report.ok:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from enum import StrEnum
 from typing import Annotated
 
@@ -22,7 +23,9 @@ def mcp(
     host: Annotated[
         str | None, typer.Option(help="HTTP bind address (default mcp.host, 127.0.0.1).")
     ] = None,
-    port: Annotated[int | None, typer.Option(help="HTTP port (default mcp.port, 8765).")] = None,
+    port: Annotated[
+        int | None, typer.Option(help="HTTP port (default mcp.port, 8765; 0 picks a free one).")
+    ] = None,
 ) -> None:
     """Serve lookup_knowledge(query) to MCP clients (stdio, or HTTP with mcp.token off loopback)."""
     from lookup_knowledge.adapters.mcp_server import serve_http, serve_stdio
@@ -36,6 +39,13 @@ def mcp(
         serve_http(
             lookup_app,
             host=host or settings.mcp.host,
-            port=port or settings.mcp.port,
+            port=settings.mcp.port if port is None else port,
             token=settings.mcp_token,
+            on_listening=_announce,
         )
+
+
+def _announce(url: str) -> None:
+    # stderr: stdout is the protocol's on stdio, and a script may read either.
+    sys.stderr.write(f"lookup-knowledge MCP server (streamable HTTP) on {url}\n")
+    sys.stderr.flush()

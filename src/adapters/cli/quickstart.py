@@ -4,6 +4,9 @@ lookups, the audit rows they left, a citation check."""
 from __future__ import annotations
 
 import json
+import shlex
+import shutil
+import sys
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -11,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from lookup_knowledge.adapters.cli.context import OPTIONS, load
+from lookup_knowledge.adapters.cli.context import load
 from lookup_knowledge.adapters.cli.knowledge import run_ingest
 from lookup_knowledge.adapters.cli.render import (
     console,
@@ -100,15 +103,29 @@ def _check_citations(out: Console, lookup_app: LookupApp, session: str, cited: l
 
 
 def _suggest(out: Console, data_dir: Path, session: str) -> None:
-    data_dir_flag = f"--data-dir {data_dir} " if OPTIONS.data_dir else ""
-    out.print(
-        "Try next:\n"
-        f'  lookup-knowledge {data_dir_flag}lookup "PG-53300 too many connections"\n'
-        f"  lookup-knowledge {data_dir_flag}audit list --session {session}\n"
-        f"  lookup-knowledge {data_dir_flag}audit stats\n"
-        f"  lookup-knowledge {data_dir_flag}serve        # the audit console in a browser\n"
-        f"  lookup-knowledge {data_dir_flag}ingest path/to/your/docs"
+    cli = f"{runnable_cli()} --data-dir {shlex.quote(str(data_dir.resolve()))}"
+    commands = (
+        f'{cli} lookup "PG-53300 too many connections"',
+        f"{cli} audit list --session {shlex.quote(session)}",
+        f"{cli} audit stats",
+        f"{cli} serve        # the audit console in a browser",
+        f"{cli} ingest path/to/your/docs",
     )
+    # Plain text: a path may contain brackets, and the lines are meant to be copied.
+    out.print("Try next:\n" + "\n".join(f"  {c}" for c in commands), markup=False, soft_wrap=True)
+
+
+def runnable_cli() -> str:
+    """This command line as a shell in any folder runs it: ``lookup-knowledge`` when
+    that is what PATH finds, else the console script's absolute path (a virtualenv's
+    ``bin`` is rarely on PATH: ``scripts/quickstart`` runs ``.venv/bin/lookup-knowledge``)."""
+    script = Path(sys.executable).parent / "lookup-knowledge"
+    on_path = shutil.which("lookup-knowledge")
+    if on_path is not None and script.exists() and Path(on_path).resolve() == script.resolve():
+        return "lookup-knowledge"
+    if script.exists():
+        return shlex.quote(str(script.absolute()))
+    return f"{shlex.quote(sys.executable)} -m lookup_knowledge.adapters.cli.app"
 
 
 def pick_questions(samples: list[dict[str, str]], n: int) -> list[dict[str, str]]:

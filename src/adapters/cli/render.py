@@ -173,7 +173,13 @@ def evidence_table(result: Mapping[str, Any]) -> Table:
 def show_lookup(out: Console, result: Mapping[str, Any]) -> None:
     """A lookup's tool JSON for a reader: message, verdicts, trace, evidence, id."""
     trace = result["retrievalTrace"]
-    out.print(f"[bold]{literal(result['message'])}[/]")
+    # The tool JSON's message is written for the agent ("do not cite ..."): a person
+    # reads what was found.
+    count = len(result["evidenceBlocks"])
+    if result["found"]:
+        out.print(f"[bold]{count} evidence block{'' if count == 1 else 's'} found[/]")
+    else:
+        out.print("[bold]No evidence found in the knowledge base for this query.[/]")
     fallback = trace.get("fallbackReason")
     out.print(
         f"relevance: {result['relevanceLevel']}  completeness: {result['completenessHint']}  "

@@ -10,7 +10,9 @@ Each wraps a ``LookupApp``: every call runs the same ``LookupKnowledge`` use cas
 recorded under the session id the host gives (never one the model chooses), with the
 framework's call or run id as the step id unless the host passes its own. Every document
 or node carries the block's ``document_id`` (what the agent cites), ``source``, ``title``,
-``breadcrumb``, ``score``, ``rank`` and the ``invocation_id`` in its metadata.
+``breadcrumb``, ``score`` (the ranking score: relevance plus rerank bonuses, may exceed
+1), ``relevance`` (in [0, 1]), ``rank`` and the ``invocation_id`` in its metadata; the
+audit fields (``AUDIT_KEYS``) are for the host, not for the model's prompt.
 
 Importing this package imports no framework; each module imports its own.
 """
@@ -21,6 +23,9 @@ from typing import Any
 
 from lookup_knowledge.domain.projection import ProjectedBlock
 
+# Metadata the host audits with; a prompt or an embedding has no use for it.
+AUDIT_KEYS = ("score", "relevance", "rank", "invocation_id")
+
 
 def block_metadata(block: ProjectedBlock, invocation_id: str) -> dict[str, Any]:
     """What each framework's document or node carries besides its text."""
@@ -30,6 +35,7 @@ def block_metadata(block: ProjectedBlock, invocation_id: str) -> dict[str, Any]:
         "title": block.title,
         "breadcrumb": block.breadcrumb,
         "score": block.score,
+        "relevance": block.relevance,
         "rank": block.rank,
         "invocation_id": invocation_id,
     }

@@ -24,12 +24,15 @@ if TYPE_CHECKING:
 
 
 def _documents(result: LookupResult) -> list[Document]:
+    # Document.score is a similarity in [0, 1] to Haystack (rankers, joiners, filters):
+    # the block's relevance. The ranking score (relevance plus rerank bonuses, which may
+    # exceed 1) and the rank that orders the list are in meta.
     return [
         Document(
             id=block.document_id,
             content=block.content,
             meta=block_metadata(block, result.invocation_id),
-            score=block.score,
+            score=block.relevance,
         )
         for block in result.evidence_blocks
     ]

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Annotated, Any
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
 
 from lookup_knowledge.adapters.extras import require
 
@@ -12,11 +13,13 @@ require("frameworks", "the LangChain adapter", "langchain_core")
 
 from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,
+    AsyncCallbackManagerForToolRun,
     CallbackManagerForRetrieverRun,
+    CallbackManagerForToolRun,
 )
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool
+from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ConfigDict, Field
 
 from lookup_knowledge.adapters.frameworks import block_metadata
@@ -86,41 +89,83 @@ class _Query(BaseModel):
         max_length=MAX_QUERY_CHARS,
         description="What to look up: a question or keywords.",
     )
-    tool_call_id: Annotated[str, InjectedToolCallId]
+
+
+# The id of the model's tool call being run, when the tool was invoked with a ToolCall.
+# LangChain hands it to ``run``/``arun`` only; a tool that declared it as an injected
+# argument (InjectedToolCallId) could no longer be invoked with plain arguments.
+_TOOL_CALL_ID: ContextVar[str | None] = ContextVar("lookup_knowledge_tool_call", default=None)
+
+
+class LookupKnowledgeTool(BaseTool):
+    """``lookup_knowledge(query)`` as a LangChain tool for one conversation. Invoked with
+    the model's ToolCall (``tool.invoke(ai_message.tool_calls[0])``, what agents do) it
+    returns a ``ToolMessage`` and the call's id is the step id and the tool-call id of
+    the audit record; invoked with arguments (``tool.invoke({"query": ...})``) it returns
+    the tool JSON as text, recorded with the LangChain run id as the step id."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    name: str = TOOL_NAME
+    description: str = TOOL_DESCRIPTION
+    args_schema: type[BaseModel] = _Query
+    app: Any = Field(description="the LookupApp that answers and records")
+    session_id: str
+    principal: Any = Field(default=None, description="who the lookups are for (Principal)")
+
+    def run(self, tool_input: Any, *args: Any, **kwargs: Any) -> Any:
+        token = _TOOL_CALL_ID.set(kwargs.get("tool_call_id"))
+        try:
+            return super().run(tool_input, *args, **kwargs)
+        finally:
+            _TOOL_CALL_ID.reset(token)
+
+    async def arun(self, tool_input: Any, *args: Any, **kwargs: Any) -> Any:
+        token = _TOOL_CALL_ID.set(kwargs.get("tool_call_id"))
+        try:
+            return await super().arun(tool_input, *args, **kwargs)
+        finally:
+            _TOOL_CALL_ID.reset(token)
+
+    def _ids(
+        self, run_manager: CallbackManagerForToolRun | AsyncCallbackManagerForToolRun | None
+    ) -> tuple[str | None, str | None]:
+        """(step_id, tool_call_id) of this run."""
+        call_id = _TOOL_CALL_ID.get()
+        if call_id:
+            return call_id, call_id
+        return (str(run_manager.run_id) if run_manager is not None else None), None
+
+    def _run(self, query: str, run_manager: CallbackManagerForToolRun | None = None) -> str:
+        step_id, tool_call_id = self._ids(run_manager)
+        app: LookupApp = self.app
+        result = app.lookup_result(
+            query,
+            session_id=self.session_id,
+            step_id=step_id,
+            tool_call_id=tool_call_id,
+            principal=self.principal,
+        )
+        return json.dumps(result.to_tool_json(), ensure_ascii=False)
+
+    async def _arun(
+        self, query: str, run_manager: AsyncCallbackManagerForToolRun | None = None
+    ) -> str:
+        step_id, tool_call_id = self._ids(run_manager)
+        app: LookupApp = self.app
+        result = await app.alookup_result(
+            query,
+            session_id=self.session_id,
+            step_id=step_id,
+            tool_call_id=tool_call_id,
+            principal=self.principal,
+        )
+        return json.dumps(result.to_tool_json(), ensure_ascii=False)
 
 
 def lookup_knowledge_tool(
     app: LookupApp, session_id: str, principal: Principal | None = None
 ) -> BaseTool:
     """``lookup_knowledge(query)`` as a LangChain tool for one conversation (``session_id``
-    and ``principal`` from the host, never from the model). It returns the tool JSON
-    (the agent payload); the model's tool-call id is the step id and the tool-call id of
-    the audit record."""
-
-    def run(query: str, tool_call_id: str) -> str:
-        result = app.lookup_result(
-            query,
-            session_id=session_id,
-            step_id=tool_call_id,
-            tool_call_id=tool_call_id,
-            principal=principal,
-        )
-        return json.dumps(result.to_tool_json(), ensure_ascii=False)
-
-    async def arun(query: str, tool_call_id: str) -> str:
-        result = await app.alookup_result(
-            query,
-            session_id=session_id,
-            step_id=tool_call_id,
-            tool_call_id=tool_call_id,
-            principal=principal,
-        )
-        return json.dumps(result.to_tool_json(), ensure_ascii=False)
-
-    return StructuredTool.from_function(
-        func=run,
-        coroutine=arun,
-        name=TOOL_NAME,
-        description=TOOL_DESCRIPTION,
-        args_schema=_Query,
-    )
+    and ``principal`` from the host, never from the model); see ``LookupKnowledgeTool``."""
+    return LookupKnowledgeTool(app=app, session_id=session_id, principal=principal)

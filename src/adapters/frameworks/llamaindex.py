@@ -15,13 +15,19 @@ from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index.core.tools import FunctionTool
 
-from lookup_knowledge.adapters.frameworks import block_metadata
+from lookup_knowledge.adapters.frameworks import AUDIT_KEYS, block_metadata
 from lookup_knowledge.application.lookup import LookupResult
 from lookup_knowledge.application.tool import TOOL_DESCRIPTION, TOOL_NAME
 from lookup_knowledge.domain.access import Principal
 
 if TYPE_CHECKING:
     from lookup_knowledge.adapters.api import LookupApp
+
+
+# The model reads the text with the id to cite and where it comes from; an embedding
+# takes the text with its title and breadcrumb.
+_NOT_FOR_THE_LLM = list(AUDIT_KEYS)
+_NOT_FOR_EMBEDDING = [*AUDIT_KEYS, "document_id", "source"]
 
 
 def _nodes(result: LookupResult) -> list[NodeWithScore]:
@@ -31,6 +37,8 @@ def _nodes(result: LookupResult) -> list[NodeWithScore]:
                 id_=block.document_id,
                 text=block.content,
                 metadata=block_metadata(block, result.invocation_id),
+                excluded_llm_metadata_keys=list(_NOT_FOR_THE_LLM),
+                excluded_embed_metadata_keys=list(_NOT_FOR_EMBEDDING),
             ),
             score=block.score,
         )

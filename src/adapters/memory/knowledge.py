@@ -129,6 +129,9 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore):
             modes -= {SearchMode.DENSE, SearchMode.HYBRID}
         return frozenset(modes)
 
+    def holds_nothing(self) -> bool:
+        return not self._rows
+
     def capabilities(self) -> SearchCapabilities:
         self._check_open()
         return SearchCapabilities(

@@ -342,6 +342,9 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
         state = f"collection {self._collection.name!r}" + ("" if exists else " (not created yet)")
         return f"Milvus {server.version or '(Lite)'}, {state}"
 
+    def holds_nothing(self) -> bool:
+        return not self._collection.exists()
+
     def _unsupported(
         self, mode: SearchMode, server: ServerCapabilities, layout: CollectionLayout
     ) -> UnsupportedSearchMode:

@@ -95,6 +95,7 @@ class Assembler:
             message=_message(out),
             quality_score=quality_score(relevances, self._config.retrieval.return_n),
             error_code=out.error.code if out.error else None,
+            error_message=out.error.message if out.error else None,
             payload_profile=self._config.payload_profile,
         )
 

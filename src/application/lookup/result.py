@@ -32,6 +32,8 @@ class LookupResult:
     message: str
     quality_score: float
     error_code: str | None = None
+    #: What went wrong, for a person (``message`` is written for the agent).
+    error_message: str | None = None
     record_outcome: RecordOutcome | None = None
     payload_profile: PayloadProfile = PayloadProfile.AGENT
 

@@ -133,6 +133,11 @@ class KnowledgeSearchPort(ABC):
         capabilities = self.capabilities()
         return ", ".join(sorted(m.value for m in capabilities.modes)) or "no search mode"
 
+    def holds_nothing(self) -> bool:
+        """True when nothing has been ingested yet (no collection, no rows): reachable,
+        but no lookup can find anything. Engines that cannot tell answer False."""
+        return False
+
 
 # --------------------------------------------------------------------------- embedding
 
