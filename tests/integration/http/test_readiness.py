@@ -33,6 +33,9 @@ class HangingSearch(FakeSearch):
         self.release.wait(60)
         return "answered late"
 
+    def holds_nothing(self) -> bool:
+        return False  # a store with documents: this test is about the check's timing
+
 
 @pytest.fixture
 def hanging() -> Iterator[HangingSearch]:
