@@ -218,7 +218,7 @@ def project_blocks(
                 breadcrumb=c.breadcrumb,
                 content=excerpt,
                 score=item.final_score,
-                relevance=c.relevance,
+                relevance=c.evidence_strength,
                 rank=len(projected) + 1,
                 hit_reasons=c.hit_reasons,
                 truncated=truncated,

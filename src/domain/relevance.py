@@ -16,6 +16,8 @@ one ``min-relevance`` threshold means the same thing in every mode.
 from __future__ import annotations
 
 import math
+import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -33,8 +35,13 @@ class RelevanceCalibration:
     bm25_saturation: float = 10.0
     rrf_k: int = 60
     rrf_lists: int = 2
+    #: A block whose evidence is below this share of the best block's is not returned
+    #: (no padding to reach return-n with what is far weaker than the best).
+    min_share_of_best: float = 0.0
 
     def __post_init__(self) -> None:
+        if not 0.0 <= self.min_share_of_best <= 1.0:
+            raise ValueError("min_share_of_best must be in [0, 1]")
         if not (self.bm25_saturation > 0 and math.isfinite(self.bm25_saturation)):
             raise ValueError("bm25_saturation must be a positive finite number")
         if self.rrf_k < 0:
@@ -71,3 +78,153 @@ def normalise_relevance(
         best = cal.rrf_lists / (cal.rrf_k + 1)
         return _clamp(max(score, 0.0) / best)
     raise ValueError(f"unknown score kind {kind!r}")  # pragma: no cover
+
+
+# --------------------------------------------------------------------------- evidence scale
+#
+# ``normalise_relevance`` above keeps deciding the order of hits. The functions below put
+# each list's raw score on one *evidence* scale in [0, 1], comparable across modes and
+# collections of any size; ``min-relevance``, ``relevanceLevel``, ``found`` and a block's
+# ``relevance`` are read on it.
+
+
+@dataclass(frozen=True, slots=True)
+class DenseBackground:
+    """How similar *unrelated* chunks of one collection are: the mean and standard
+    deviation of the cosine similarity of random pairs of its stored vectors (chunks of
+    different documents), measured when the collection is sealed and stored with it."""
+
+    mean: float
+    std: float
+    pairs: int = 0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.mean) and -1.0 <= self.mean <= 1.0):
+            raise ValueError("background mean must be a cosine in [-1, 1]")
+        if not (math.isfinite(self.std) and 0.0 < self.std <= 2.0):
+            raise ValueError("background std must be in (0, 2]")
+        if self.pairs < 0:
+            raise ValueError("pairs must be >= 0")
+
+
+#: A hit's cosine maps to evidence 0 at ``mean + Z_FLOOR * std`` (fewer than 1 in 700
+#: random pairs of chunks are that similar) and to 1 at ``mean + Z_FULL * std``.
+Z_FLOOR = 3.0
+Z_FULL = 7.0
+
+
+@dataclass(frozen=True, slots=True)
+class HitCalibration:
+    """What the engine knows to put one search's raw scores on the evidence scale.
+
+    ``bm25_reference``: the BM25 score of an average-length chunk that holds each query
+    term once (``sum idf(t)`` over the analysed query terms, with the engine's own idf;
+    a term the collection has never seen counts at the idf of a term in no chunk).
+    ``dense_background``: the collection's ``DenseBackground``.
+    """
+
+    bm25_reference: float | None = None
+    dense_background: DenseBackground | None = None
+
+    def __post_init__(self) -> None:
+        ref = self.bm25_reference
+        if ref is not None and not (math.isfinite(ref) and ref > 0):
+            raise ValueError("bm25_reference must be a positive finite number")
+
+
+def bm25_idf(documents: int, containing: int) -> float:
+    """Okapi BM25's idf (Lucene, tantivy, Milvus): ``ln(1 + (N - n + 0.5) / (n + 0.5))``."""
+    n = max(0, min(containing, documents))
+    return math.log(1.0 + (max(documents, 0) - n + 0.5) / (n + 0.5))
+
+
+def bm25_evidence(score: float, reference: float) -> float:
+    """The share of what the query could reach: ``|s| / reference``, at most 1.
+
+    Independent of corpus size: a term in one of two chunks and a term in one of a
+    million both reach 1 in the chunk that holds them once.
+    """
+    if math.isnan(score):
+        return 0.0
+    return _clamp(abs(score) / reference)
+
+
+def cosine_evidence(score: float, background: DenseBackground) -> float:
+    """How far above the collection's background a cosine lies: 0 at ``Z_FLOOR``
+    standard deviations above the mean of random pairs, 1 at ``Z_FULL``, linear between."""
+    if math.isnan(score):
+        return 0.0
+    if math.isinf(score):
+        return 1.0 if score > 0 else 0.0
+    z = (score - background.mean) / background.std
+    return _clamp((z - Z_FLOOR) / (Z_FULL - Z_FLOOR))
+
+
+def list_evidence(
+    kind: ScoreKind,
+    score: float,
+    calibration: HitCalibration | None,
+    fallback: RelevanceCalibration | None = None,
+) -> float:
+    """One list's raw score on the evidence scale; what the engine could not calibrate
+    falls back to ``normalise_relevance``."""
+    if calibration is not None:
+        if kind is ScoreKind.BM25 and calibration.bm25_reference is not None:
+            return bm25_evidence(score, calibration.bm25_reference)
+        if kind in (ScoreKind.COSINE, ScoreKind.INNER_PRODUCT) and (
+            calibration.dense_background is not None
+        ):
+            return cosine_evidence(score, calibration.dense_background)
+    return normalise_relevance(score, kind, fallback)
+
+
+def combined_evidence(per_list: Sequence[float]) -> float:
+    """A fused hit's evidence from its lists' evidence: the strongest one. Monotone in
+    each list's evidence; a list that did not find the hit adds nothing."""
+    values = [v for v in per_list if not math.isnan(v)]
+    return _clamp(max(values)) if values else 0.0
+
+
+#: Fewer pairs of chunks from different documents than this say too little about a
+#: collection's background; cosine is then read by ``normalise_relevance``.
+MIN_BACKGROUND_PAIRS = 30
+#: A background spread below this is a collection of near-copies: it is taken as this.
+MIN_BACKGROUND_STD = 0.02
+
+
+def measure_background(
+    vectors: Sequence[tuple[str, Sequence[float]]], max_pairs: int = 4000, seed: int = 0
+) -> DenseBackground | None:
+    """The ``DenseBackground`` of ``(document, vector)`` rows: the cosine of up to
+    ``max_pairs`` pairs of rows from different documents, drawn with a fixed seed (the
+    same rows give the same background). None with fewer than ``MIN_BACKGROUND_PAIRS``."""
+
+    unit: list[tuple[str, list[float]]] = []
+    for document, vector in vectors:
+        norm = math.sqrt(sum(x * x for x in vector))
+        if norm > 0 and math.isfinite(norm):
+            unit.append((document, [x / norm for x in vector]))
+    n = len(unit)
+    if n < 2:
+        return None
+    rng = random.Random(seed)
+    possible = n * (n - 1) // 2
+    if possible <= max_pairs:
+        pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
+    else:
+        pairs = [tuple(rng.sample(range(n), 2)) for _ in range(max_pairs)]  # type: ignore[misc]
+    sims: list[float] = []
+    for i, j in pairs:
+        (doc_a, a), (doc_b, b) = unit[i], unit[j]
+        if doc_a == doc_b:
+            continue
+        sims.append(_clamp_cosine(sum(x * y for x, y in zip(a, b, strict=True))))
+    if len(sims) < MIN_BACKGROUND_PAIRS:
+        return None
+    mean = sum(sims) / len(sims)
+    std = math.sqrt(sum((s - mean) ** 2 for s in sims) / (len(sims) - 1))
+    return DenseBackground(mean=mean, std=max(std, MIN_BACKGROUND_STD), pairs=len(sims))
+
+
+def _clamp_cosine(value: float) -> float:
+    return -1.0 if value < -1.0 else 1.0 if value > 1.0 else value

@@ -43,7 +43,11 @@ from lookup_knowledge.application.ports.audit import row_tenant_problem
 from lookup_knowledge.domain.access import UNRESTRICTED, AccessScope, split_storage_key
 from lookup_knowledge.domain.errors import ConfigurationError
 from lookup_knowledge.domain.model import EvidenceCandidate, QueryHints, RankedCandidate, SearchMode
-from lookup_knowledge.domain.relevance import normalise_relevance
+from lookup_knowledge.domain.relevance import (
+    combined_evidence,
+    list_evidence,
+    normalise_relevance,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -361,13 +365,11 @@ class Retriever:
             return value if isinstance(value, str) else ""
 
         calibration = self._config.calibration
-        strength = (
-            max(
-                normalise_relevance(score, kind, calibration)
-                for kind, score in hit.component_scores
-            )
-            if hit.component_scores
-            else None
+        # Order by the engine's score (RRF for hybrid); judge by the evidence each list
+        # gives on the calibrated scale (``domain.relevance``), never by a rank.
+        per_list = hit.component_scores or ((hit.score_kind, hit.score),)
+        strength = combined_evidence(
+            [list_evidence(kind, score, hit.calibration, calibration) for kind, score in per_list]
         )
         return EvidenceCandidate(
             identity=hit.identity,

@@ -254,6 +254,7 @@ def test_traces_explain_every_step() -> None:
         "duplicatesMerged": 1,
         "afterCap": 2,
         "cappedOut": 2,
+        "farBelowBest": 0,
         "returned": 2,
         "projected": 2,
     }
