@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 
@@ -37,7 +37,9 @@ class RelevanceCalibration:
     rrf_lists: int = 2
     #: A block whose evidence is below this share of the best block's is not returned
     #: (no padding to reach return-n with what is far weaker than the best).
-    min_share_of_best: float = 0.0
+    min_share_of_best: float = 0.05
+    #: The logistic per search mode that turns per-list evidence into relevance.
+    model: RelevanceModel = field(default_factory=lambda: DEFAULT_MODEL)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.min_share_of_best <= 1.0:
@@ -107,12 +109,6 @@ class DenseBackground:
             raise ValueError("pairs must be >= 0")
 
 
-#: A hit's cosine maps to evidence 0 at ``mean + Z_FLOOR * std`` (fewer than 1 in 700
-#: random pairs of chunks are that similar) and to 1 at ``mean + Z_FULL * std``.
-Z_FLOOR = 3.0
-Z_FULL = 7.0
-
-
 @dataclass(frozen=True, slots=True)
 class HitCalibration:
     """What the engine knows to put one search's raw scores on the evidence scale.
@@ -132,6 +128,12 @@ class HitCalibration:
             raise ValueError("bm25_reference must be a positive finite number")
 
 
+#: The background assumed for a collection whose own could not be measured (fewer than
+#: ``MIN_BACKGROUND_PAIRS`` pairs of chunks of different documents, or no stored
+#: vectors readable): about the sample corpus' under all-MiniLM-L6-v2.
+FALLBACK_BACKGROUND = DenseBackground(mean=0.15, std=0.12)
+
+
 def bm25_idf(documents: int, containing: int) -> float:
     """Okapi BM25's idf (Lucene, tantivy, Milvus): ``ln(1 + (N - n + 0.5) / (n + 0.5))``."""
     n = max(0, min(containing, documents))
@@ -142,47 +144,107 @@ def bm25_evidence(score: float, reference: float) -> float:
     """The share of what the query could reach: ``|s| / reference``, at most 1.
 
     Independent of corpus size: a term in one of two chunks and a term in one of a
-    million both reach 1 in the chunk that holds them once.
+    million both reach 1 in the average-length chunk that holds them once.
     """
     if math.isnan(score):
         return 0.0
     return _clamp(abs(score) / reference)
 
 
+#: Bounds of the dense evidence (background standard deviations).
+Z_BOUND = 20.0
+
+
 def cosine_evidence(score: float, background: DenseBackground) -> float:
-    """How far above the collection's background a cosine lies: 0 at ``Z_FLOOR``
-    standard deviations above the mean of random pairs, 1 at ``Z_FULL``, linear between."""
+    """How many background standard deviations a cosine lies above the mean cosine of
+    unrelated chunks of the collection (``z``), within ``[-Z_BOUND, Z_BOUND]``."""
     if math.isnan(score):
-        return 0.0
-    if math.isinf(score):
-        return 1.0 if score > 0 else 0.0
-    z = (score - background.mean) / background.std
-    return _clamp((z - Z_FLOOR) / (Z_FULL - Z_FLOOR))
+        return -Z_BOUND
+    z = (score - background.mean) / background.std if math.isfinite(score) else score
+    return max(-Z_BOUND, min(Z_BOUND, z))
 
 
-def list_evidence(
-    kind: ScoreKind,
-    score: float,
+@dataclass(frozen=True, slots=True)
+class EvidenceWeights:
+    """``relevance = 1 / (1 + exp(-(dense * z + sparse * r + bias)))``: a logistic
+    model of "judged relevant" on the dense evidence ``z`` and the BM25 evidence ``r``
+    (Platt scaling). Non-negative weights: more evidence never lowers relevance."""
+
+    dense: float
+    sparse: float
+    bias: float
+
+    def __post_init__(self) -> None:
+        for name in ("dense", "sparse", "bias"):
+            if not math.isfinite(getattr(self, name)):
+                raise ValueError(f"evidence weight {name} must be finite")
+        if self.dense < 0 or self.sparse < 0:
+            raise ValueError("evidence weights must be >= 0 (relevance is monotone)")
+
+
+@dataclass(frozen=True, slots=True)
+class RelevanceModel:
+    """One logistic per search mode: each mode has its own evidence (a dense search has
+    no BM25 score), and one relevance means one share judged relevant in every mode."""
+
+    dense: EvidenceWeights
+    sparse: EvidenceWeights
+    hybrid: EvidenceWeights
+
+
+#: Placeholder until fitted (see benchmarks/README.md, "Calibrated relevance").
+DEFAULT_MODEL: RelevanceModel = RelevanceModel(
+    dense=EvidenceWeights(dense=1.51, sparse=0.0, bias=-4.57),
+    sparse=EvidenceWeights(dense=0.0, sparse=6.39, bias=-5.81),
+    hybrid=EvidenceWeights(dense=1.40, sparse=2.40, bias=-5.49),
+)
+
+#: The dense evidence of a hybrid hit the dense list did not return (its cosine is below
+#: every returned one): the background's mean.
+Z_ABSENT = 0.0
+
+
+def relevance_from_evidence(z: float | None, r: float | None, weights: EvidenceWeights) -> float:
+    """The modelled relevance of a hit from its lists' evidence (None: that list did not
+    find it; absent dense evidence counts as ``Z_ABSENT``, absent BM25 as 0)."""
+    x = (
+        weights.dense * (Z_ABSENT if z is None else z)
+        + weights.sparse * (0.0 if r is None else r)
+        + weights.bias
+    )
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
+def hit_relevance(
+    per_list: Sequence[tuple[ScoreKind, float]],
     calibration: HitCalibration | None,
+    weights: EvidenceWeights,
     fallback: RelevanceCalibration | None = None,
 ) -> float:
-    """One list's raw score on the evidence scale; what the engine could not calibrate
-    falls back to ``normalise_relevance``."""
-    if calibration is not None:
-        if kind is ScoreKind.BM25 and calibration.bm25_reference is not None:
-            return bm25_evidence(score, calibration.bm25_reference)
-        if kind in (ScoreKind.COSINE, ScoreKind.INNER_PRODUCT) and (
-            calibration.dense_background is not None
-        ):
-            return cosine_evidence(score, calibration.dense_background)
-    return normalise_relevance(score, kind, fallback)
-
-
-def combined_evidence(per_list: Sequence[float]) -> float:
-    """A fused hit's evidence from its lists' evidence: the strongest one. Monotone in
-    each list's evidence; a list that did not find the hit adds nothing."""
-    values = [v for v in per_list if not math.isnan(v)]
-    return _clamp(max(values)) if values else 0.0
+    """A hit's relevance from the raw scores of the lists that found it. What the engine
+    could not calibrate: BM25 by ``normalise_relevance`` (saturation), cosine against
+    ``FALLBACK_BACKGROUND``; another score kind is read by ``normalise_relevance``."""
+    z: float | None = None
+    r: float | None = None
+    other: list[float] = []
+    cal = calibration or HitCalibration()
+    for kind, score in per_list:
+        if kind is ScoreKind.BM25:
+            r = (
+                bm25_evidence(score, cal.bm25_reference)
+                if cal.bm25_reference is not None
+                else normalise_relevance(score, kind, fallback)
+            )
+        elif kind in (ScoreKind.COSINE, ScoreKind.INNER_PRODUCT):
+            z = cosine_evidence(score, cal.dense_background or FALLBACK_BACKGROUND)
+        else:
+            other.append(normalise_relevance(score, kind, fallback))
+    if z is None and r is None:
+        return max(other, default=0.0)
+    return relevance_from_evidence(z, r, weights)
 
 
 #: Fewer pairs of chunks from different documents than this say too little about a

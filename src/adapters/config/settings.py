@@ -390,10 +390,13 @@ class RagSettings(_Section):
         description="Most blocks from one document (0 = no cap).",
     )
     min_relevance: Number = Field(
-        default=0.2,
+        default=RetrievalSettings().min_relevance,
         ge=0,
         le=1,
-        description="Relevance in [0, 1] below which a hit is not usable evidence.",
+        description=(
+            "Calibrated relevance the best hit must reach for a lookup to find evidence "
+            "(below it: no_evidence)."
+        ),
     )
     search_mode: SearchMode = Field(
         default=SearchMode.HYBRID,
