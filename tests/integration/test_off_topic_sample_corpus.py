@@ -49,4 +49,4 @@ def test_the_corpus_own_questions_are_found(app: LookupApp) -> None:
         result = app.lookup(question["query"], session_id="on-topic")
         assert result["found"], question["query"]
         ids = [b["document_id"] for b in result["evidenceBlocks"]]
-        assert any(i.startswith(question["expected_doc"]) for i in ids), (question, ids)
+        assert any(question["expected_doc"] in i for i in ids), (question, ids)
