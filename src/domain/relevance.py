@@ -37,7 +37,7 @@ class RelevanceCalibration:
     rrf_lists: int = 2
     #: A block whose evidence is below this share of the best block's is not returned
     #: (no padding to reach return-n with what is far weaker than the best).
-    min_share_of_best: float = 0.05
+    min_share_of_best: float = 0.02
     #: The logistic per search mode that turns per-list evidence into relevance.
     model: RelevanceModel = field(default_factory=lambda: DEFAULT_MODEL)
 
