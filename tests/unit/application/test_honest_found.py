@@ -13,7 +13,7 @@ from lookup_knowledge.application.lookup import LookupConfig, LookupOptions
 from lookup_knowledge.application.ports import SourceDocument
 from lookup_knowledge.domain.access import AccessMode, DocumentAccess, Principal
 from lookup_knowledge.domain.model import SearchMode
-from tests.fakes import FakeClock, make_lookup
+from tests.fakes import FakeClock, LookupFixture, make_lookup
 
 ACME = Principal("acme", "alice")
 DOCS = [
@@ -48,19 +48,72 @@ def test_a_word_in_one_of_two_documents_is_found(mode: SearchMode, access: Acces
     assert result.found, result.message
     assert result.evidence_blocks[0].document_id == "kb/flux.md#chunk-0"
     assert result.relevance_level.value != "none"
+    # the block's relevance is its calibrated evidence, never its fused rank score
+    assert result.evidence_blocks[0].relevance == pytest.approx(
+        result.rerank_trace[0]["strength"], abs=1e-4
+    )
     # the exact match is the evidence; the other document is not padded in beside it
     assert all(b.document_id != "kb/tea.md#chunk-0" for b in result.evidence_blocks)
 
 
-def test_no_evidence_is_said_everywhere_alike() -> None:
-    kb = _tiny(None)
-    fx = make_lookup(kb, embedder=HashingEmbedder(64))
+class LookAlikeEmbedder(HashingEmbedder):
+    """Every text shares one direction (as sentence embedders' vectors of one domain
+    do): unrelated chunks have a cosine near 0.5, not 0."""
+
+    def _embed(self, text: str) -> list[float]:
+        vector = super()._embed(text)
+        vector[-1] += 1.0
+        norm = sum(v * v for v in vector) ** 0.5
+        return [v / norm for v in vector]
+
+
+def _smithy() -> LookupFixture:
+    words = [
+        "anvil",
+        "bellows",
+        "crucible",
+        "forge",
+        "hammer",
+        "ingot",
+        "lathe",
+        "mould",
+        "quench",
+        "rivet",
+        "tongs",
+    ]
+    docs = [
+        SourceDocument(doc_id=f"kb/{w}.md", text=f"# {w}\n\nThe {w} in the smithy.") for w in words
+    ]
+    embedder = LookAlikeEmbedder(64)
+    kb = InMemoryKnowledgeBase()
+    IngestDocuments(
+        store=kb, chunker=MarkdownChunker(chunk_size=400), clock=FakeClock(), embedder=embedder
+    ).execute(StaticDocumentSource(docs))
+    return make_lookup(kb, embedder=embedder)
+
+
+def test_cosine_is_judged_against_the_collections_background() -> None:
+    fx = _smithy()
+    dense = LookupOptions(mode=SearchMode.DENSE)
+    # a cosine of ~0.5 is what any two chunks here have: no evidence of anything
+    off_topic = fx.lookup.execute("violin concerto tickets", session_id="s", options=dense)
+    assert not off_topic.found
+    on_topic = fx.lookup.execute("The quench in the smithy", session_id="s", options=dense)
+    assert on_topic.found
+    assert on_topic.evidence_blocks[0].document_id == "kb/quench.md#chunk-0"
+
+
+@pytest.mark.parametrize("mode", [SearchMode.DENSE, SearchMode.HYBRID])
+def test_no_evidence_is_said_everywhere_alike(mode: SearchMode) -> None:
+    fx = _smithy()
     result = fx.lookup.execute(
-        "zzqx flibbertigibbet", session_id="s", options=LookupOptions(mode=SearchMode.SPARSE)
+        "violin concerto tickets", session_id="s", options=LookupOptions(mode=mode)
     )
     assert not result.found
     assert result.status.value == "no_evidence"
     assert result.relevance_level.value == "none"
     assert result.completeness_hint.value == "none"
     assert "No evidence" in result.message
+    assert result.evidence_blocks == ()
     assert all(entry["outcome"] != "returned" for entry in result.rerank_trace)
+    assert result.retrieval_trace["counts"].get("returned", 0) == 0
