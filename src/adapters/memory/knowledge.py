@@ -310,7 +310,9 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore):
         """The score of an average-length row holding each query term once: the sum of
         the terms' idf over every row (a term no row holds at its highest idf)."""
         terms = set(self._text.query_terms(text))
-        if not terms or not self._rows:
+        if not terms or not self._rows or terms != set(self._text.terms(text)):
+            # None for an expanded query (Chinese glosses): its expansion terms are
+            # alternatives, so the sum of their idf is no reachable score.
             return None
         n = len(self._rows)
         return sum(bm25_idf(n, sum(1 for r in self._rows.values() if t in r.tokens)) for t in terms)

@@ -426,7 +426,11 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
         else:
             raw = self._run(request, query, expression, output_fields, request.top_k, group)
         calibration = HitCalibration(
-            bm25_reference=self._bm25_reference(query_terms) if query_terms else None,
+            # None for a query the analyzer expanded (Chinese glosses): its expansion
+            # terms are alternatives, so the sum of their idf is no reachable score.
+            bm25_reference=self._bm25_reference(query_terms)
+            if query_terms and query_terms == self._text.analyse(request.query_text)
+            else None,
             dense_background=self._collection.background() if vector is not None else None,
         )
         hits = self._hits(raw, request, calibration)
