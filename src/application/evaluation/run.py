@@ -17,6 +17,7 @@ from lookup_knowledge.application.evaluation.recorded import (
 from lookup_knowledge.application.evaluation.values import (
     MEASURES,
     NAME_PATTERN,
+    UNANSWERABLE_STEP,
     ConfigurationResult,
     EvalConfiguration,
     EvalDataset,
@@ -47,8 +48,6 @@ from lookup_knowledge.domain.model import InvocationStatus, Traffic
 #: The measures an eval reports, in ir-measures notation (RR@10 is MRR@10 once averaged).
 
 
-#: Step id prefix of an unanswerable query's lookup (its ids may repeat the answerable ones').
-UNANSWERABLE_STEP = "unanswerable:"
 NO_EVIDENCE = InvocationStatus.NO_EVIDENCE.value
 
 # Kept apart from production traffic: `audit stats` and `audit list` leave it out.

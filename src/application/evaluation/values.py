@@ -23,6 +23,8 @@ from lookup_knowledge.domain.errors import (
 #: The measures an eval reports, in ir-measures notation (RR@10 is MRR@10 once averaged).
 
 MEASURES: tuple[str, ...] = ("nDCG@10", "R@5", "R@10", "R@20", "RR@10")
+#: Step id prefix of an unanswerable query's lookup (its ids may repeat the answerable ones').
+UNANSWERABLE_STEP = "unanswerable:"
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+=-]{0,99}$")
 _EMPTY: Mapping[str, object] = MappingProxyType({})
@@ -55,10 +57,11 @@ class EvalDataset:
         if not self.queries:
             raise InvalidInputError(f"dataset {self.name!r} has no queries to run")
         seen: set[str] = set()
+        longest = MAX_ID_CHARS - len(UNANSWERABLE_STEP)
         for query in self.unanswerable:
-            if not query.query_id or len(query.query_id) > MAX_ID_CHARS:
+            if not query.query_id or len(query.query_id) > longest:
                 raise InvalidInputError(
-                    f"query id {query.query_id!r} must have 1..{MAX_ID_CHARS} characters"
+                    f"unanswerable query id {query.query_id!r} must have 1..{longest} characters"
                 )
             if query.query_id in seen:
                 raise InvalidInputError(f"unanswerable query id {query.query_id!r} appears twice")

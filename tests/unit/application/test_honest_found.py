@@ -117,3 +117,16 @@ def test_no_evidence_is_said_everywhere_alike(mode: SearchMode) -> None:
     assert result.evidence_blocks == ()
     assert all(entry["outcome"] != "returned" for entry in result.rerank_trace)
     assert result.retrieval_trace["counts"].get("returned", 0) == 0
+
+
+def test_the_agent_reads_each_blocks_calibrated_relevance_as_its_score() -> None:
+    fx = _smithy()
+    result = fx.lookup.execute(
+        "quench", session_id="s", options=LookupOptions(mode=SearchMode.HYBRID)
+    )
+    blocks = result.to_tool_json()["evidenceBlocks"]
+    assert blocks
+    strength = {t["document_id"]: t["strength"] for t in result.rerank_trace}
+    for shown in blocks:
+        # the calibrated evidence, not the fused rank score (1.0 for the first of both lists)
+        assert shown["score"] == round(strength[shown["document_id"]], 3)
