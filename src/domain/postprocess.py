@@ -80,6 +80,19 @@ def cap_per_document(ranked: Sequence[RankedCandidate], max_per_document: int | 
     return CapOutcome(kept=kept, dropped=dropped)
 
 
+def drop_far_below_best(ranked: Sequence[RankedCandidate], share: float) -> CapOutcome:
+    """Keep the candidates whose evidence strength is at least ``share`` of the best's
+    (no padding with evidence far weaker than the best); order kept. ``share`` 0 keeps all."""
+    if not 0.0 <= share <= 1.0:
+        raise ValueError("share must be in [0, 1]")
+    if not ranked or share == 0.0:
+        return CapOutcome(kept=list(ranked), dropped=[])
+    floor = share * max(r.candidate.evidence_strength for r in ranked)
+    kept = [r for r in ranked if r.candidate.evidence_strength >= floor]
+    dropped = [r for r in ranked if r.candidate.evidence_strength < floor]
+    return CapOutcome(kept=kept, dropped=dropped)
+
+
 def truncate(ranked: Sequence[RankedCandidate], return_n: int) -> list[RankedCandidate]:
     if return_n < 1:
         raise ValueError("return_n must be >= 1")

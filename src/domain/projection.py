@@ -69,7 +69,8 @@ class ProjectedBlock:
         ``breadcrumb`` leaves out the headings the content opens with
         (``agent_breadcrumb``), and ``title`` is left out when the breadcrumb starts with
         it (a breadcrumb that is the title alone is sent as ``title``); empty fields are
-        left out, and ``hitReasons`` appear only when they say more than the search
+        left out, ``score`` is the calibrated ``relevance`` (the order says the rank),
+        and ``hitReasons`` appear only when they say more than the search
         ``mode`` that found every block. ``agent_blocks`` then says a document's
         provenance once for a run of its blocks."""
         block: dict[str, object] = {"document_id": self.document_id}
@@ -82,7 +83,9 @@ class ProjectedBlock:
             block["breadcrumb"] = breadcrumb
         elif breadcrumb:
             block["title"] = breadcrumb
-        block.update(content=self.content, score=round(self.score, 3))
+        # The agent's one number per block: its calibrated relevance (how likely it is
+        # relevant), not the ranking score, which in hybrid mode says where it ranked.
+        block.update(content=self.content, score=round(self.relevance, 3))
         reasons = [r for r in self.hit_reasons if r != mode]
         if reasons:
             block["hitReasons"] = reasons
@@ -218,7 +221,7 @@ def project_blocks(
                 breadcrumb=c.breadcrumb,
                 content=excerpt,
                 score=item.final_score,
-                relevance=c.relevance,
+                relevance=c.evidence_strength,
                 rank=len(projected) + 1,
                 hit_reasons=c.hit_reasons,
                 truncated=truncated,

@@ -34,7 +34,7 @@ class RetrievalSettings:
     retrieve_k: int = DEFAULT_RETRIEVE_K
     return_n: int = DEFAULT_RETURN_N
     max_chunks_per_document: int | None = DEFAULT_MAX_CHUNKS_PER_DOCUMENT
-    min_relevance: float = 0.2
+    min_relevance: float = 0.08
 
     def __post_init__(self) -> None:
         _whole("rag.retrieve-k", self.retrieve_k, 1, MAX_RETRIEVE_K)
@@ -64,7 +64,7 @@ class RetrievalSettings:
         return_n: int | None = None,
         top_k: int | None = None,
         max_chunks_per_document: int | None = DEFAULT_MAX_CHUNKS_PER_DOCUMENT,
-        min_relevance: float = 0.2,
+        min_relevance: float = 0.08,
     ) -> RetrievalSettings:
         """Apply the legacy fallback, then validate.
 

@@ -245,7 +245,19 @@ class RelevanceSettings(_Section):
     bm25_saturation: Number = Field(
         default=10.0,
         gt=0,
-        description="BM25 score s maps to relevance |s| / (|s| + saturation).",
+        description=(
+            "Where the engine gives no BM25 statistics (a Milvus server): BM25 score s "
+            "maps to relevance |s| / (|s| + saturation)."
+        ),
+    )
+    min_share_of_best: Number = Field(
+        default=RelevanceCalibration().min_share_of_best,
+        ge=0,
+        le=1,
+        description=(
+            "A block whose relevance is below this share of the best block's is not "
+            "returned (no padding to reach return-n); 0 = off."
+        ),
     )
 
 
@@ -381,10 +393,13 @@ class RagSettings(_Section):
         description="Most blocks from one document (0 = no cap).",
     )
     min_relevance: Number = Field(
-        default=0.2,
+        default=RetrievalSettings().min_relevance,
         ge=0,
         le=1,
-        description="Relevance in [0, 1] below which a hit is not usable evidence.",
+        description=(
+            "Calibrated relevance the best hit must reach for a lookup to find evidence "
+            "(below it: no_evidence)."
+        ),
     )
     search_mode: SearchMode = Field(
         default=SearchMode.HYBRID,
@@ -1121,7 +1136,9 @@ class Settings(_Masked, BaseSettings):
                 source_type=MappingProxyType(dict(rag.rerank.source_type)),
             ),
             calibration=RelevanceCalibration(
-                bm25_saturation=rag.relevance.bm25_saturation, rrf_k=rag.hybrid.rrf_k
+                bm25_saturation=rag.relevance.bm25_saturation,
+                rrf_k=rag.hybrid.rrf_k,
+                min_share_of_best=rag.relevance.min_share_of_best,
             ),
             context_char_budget=rag.context.char_budget,
             context_min_excerpt_chars=rag.context.min_excerpt_chars,

@@ -23,7 +23,7 @@ import gzip
 import hashlib
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -355,3 +355,31 @@ def eval_collection_name(dataset: BeirDataset, embedder: str) -> str:
         parts.append(dataset.fingerprint())
     name = _COLLECTION_CHARS.sub("_", "_".join(parts)).strip("_").lower()
     return name[:200]
+
+
+def load_unanswerable(paths: Sequence[Path]) -> tuple[EvalQuery, ...]:
+    """Questions a corpus cannot answer, for the abstention rate: each path a queries
+    file (``.jsonl``, every query in it) or a BEIR folder (its queries judged in any
+    ``qrels/*.tsv``: another collection's answerable questions). Ids are prefixed with
+    the file's or folder's name, so two sources never collide."""
+    out: list[EvalQuery] = []
+    for path in paths:
+        if path.is_dir():
+            texts = read_queries(queries_path(path))
+            judged: set[str] = set()
+            for split in sorted((path / "qrels").glob("*.tsv")):
+                judged |= {
+                    q for q, docs in read_qrels(split).items() if any(g > 0 for g in docs.values())
+                }
+            chosen = [(q, t) for q, t in texts.items() if q in judged and t.strip()]
+        elif path.is_file():
+            chosen = [(q, t) for q, t in read_queries(path).items() if t.strip()]
+        else:
+            raise InvalidInputError(f"unanswerable queries: {path} is neither a file nor a folder")
+        if not chosen:
+            raise InvalidInputError(f"unanswerable queries: {path} holds no query to run")
+        name = path.name.removesuffix(".jsonl") if path.is_file() else path.name
+        if name == "queries":
+            name = path.parent.name
+        out.extend(EvalQuery(f"{name}/{qid}", text) for qid, text in chosen)
+    return tuple(out)

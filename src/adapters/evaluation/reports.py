@@ -86,6 +86,8 @@ def eval_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
         *(display(m) for m in measures),
         "docs/result",
         "no-evidence",
+        "found",
+        "abstained",
         "errors",
         "p50 ms",
         "p95 ms",
@@ -102,6 +104,8 @@ def eval_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
                 *("-" if _beyond_depth(m, c) else f"{c.metrics[m]:.4f}" for m in measures),
                 _fmt(c.distinct_documents, 2),
                 f"{c.no_evidence_rate:.1%}",
+                f"{c.found_rate:.1%}",
+                "-" if c.abstention_rate is None else f"{c.abstention_rate:.1%}",
                 f"{c.error_rate:.1%}",
                 _fmt(c.latency_p50_ms, 1),
                 _fmt(c.latency_p95_ms, 1),
@@ -188,6 +192,23 @@ def chart_png(report: EvalReport) -> bytes:
     return buffer.getvalue()
 
 
+def calibration_rows(report: EvalReport) -> tuple[list[str], list[list[str]]]:
+    """Relevance bins (rows) by configuration (columns): returned blocks and the share
+    of them judged relevant, ``blocks: share``."""
+    configs = report.configurations
+    header = ["relevance", *(c.name for c in configs)]
+    bins = list(configs[0].calibration) if configs else []
+    rows: list[list[str]] = []
+    for index, first in enumerate(bins):
+        row = [f"{first.low:.1f}-{first.high:.1f}"]
+        for c in configs:
+            b = c.calibration[index] if index < len(c.calibration) else None
+            share = None if b is None else b.relevant_share
+            row.append("-" if b is None or share is None else f"{b.blocks}: {share:.2f}")
+        rows.append(row)
+    return header, rows
+
+
 def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join(
@@ -226,6 +247,10 @@ def write_html(report: EvalReport, path: Path, png: bytes | None = None) -> Path
         "(MRR@10 = mean RR@10); docs/result is over results with evidence.</p>"
         + _html_table(header, rows)
         + f"<img alt='eval chart' src='data:image/png;base64,{encoded}'>"
+        + "<h2>Calibration</h2><p>Returned blocks per relevance bin, and the share of them "
+        "judged relevant (blocks of unanswerable queries never are): "
+        "<code>blocks: share</code>.</p>"
+        + _html_table(*calibration_rows(report))
         + "<h2>Configurations</h2>"
         + _html_table(["configuration", "audit session", "settings", "changes"], settings_rows)
         + (

@@ -58,7 +58,13 @@ from lookup_knowledge.domain.fusion import (
 from lookup_knowledge.domain.identity import extract_identity
 from lookup_knowledge.domain.model import SearchMode
 from lookup_knowledge.domain.postprocess import group_by_document
-from lookup_knowledge.domain.relevance import ScoreKind
+from lookup_knowledge.domain.relevance import (
+    DenseBackground,
+    HitCalibration,
+    ScoreKind,
+    bm25_idf,
+    measure_background,
+)
 
 _ALL_MODES = frozenset(SearchMode)
 
@@ -112,6 +118,9 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore):
         self._embedder: EmbedderIdentity | None = None
         self._closed = False
         self._lock = threading.RLock()
+        #: The dense background of the rows, measured on the first search after a write.
+        self._background: DenseBackground | None = None
+        self._background_known = False
 
     # ------------------------------------------------------------------ common
 
@@ -203,6 +212,7 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore):
                 rows.append(_Row(record, tokens, sum(tokens.values()), norm))
             for row in rows:
                 self._rows[row.record.storage_key] = row
+            self._background_known = False
             return len(rows)
 
     def delete_chunks_except(self, doc_ids: Sequence[str], keep_keys: Sequence[str]) -> int:
@@ -214,6 +224,8 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore):
             ]
             for key in doomed:
                 del self._rows[key]
+            if doomed:
+                self._background_known = False
             return len(doomed)
 
     def delete_documents(self, doc_ids: Sequence[str]) -> int:
@@ -256,6 +268,12 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore):
                         f"knowledge base holds {self._dimension}-dim vectors"
                     )
             per_list = request.top_k * (request.group_size or 1)
+            calibration = HitCalibration(
+                bm25_reference=self._bm25_reference(request.query_text)
+                if mode is not SearchMode.DENSE
+                else None,
+                dense_background=self._dense_background() if mode.needs_query_vector else None,
+            )
             if mode is SearchMode.DENSE:
                 scored = _plain(self._dense(rows, request.query_vector or ()))
                 kind = ScoreKind.COSINE
@@ -269,13 +287,38 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore):
                 kind = ScoreKind.RRF if self._weights is None else ScoreKind.COSINE
             selected = self._select(scored, request.top_k, request.group_size)
             return [
-                self._hit(row, score, components, kind, rank, request.include_content)
+                self._hit(row, score, components, kind, rank, request.include_content, calibration)
                 for rank, (row, score, components) in enumerate(selected, 1)
             ]
 
     def _dense(self, rows: list[_Row], vector: Sequence[float]) -> list[tuple[_Row, float]]:
         scored = [(r, _cosine(vector, r.record.vector, r.norm)) for r in rows if r.record.vector]
         return sorted(scored, key=lambda p: (-p[1], p[0].record.evidence_key))
+
+    def _dense_background(self) -> DenseBackground | None:
+        """The rows' background (what a Milvus collection stores at seal), kept until
+        the next write."""
+        if not self._background_known:
+            self._background = measure_background(
+                [
+                    (_doc_key(r.record), r.record.vector)
+                    for r in self._rows.values()
+                    if r.record.vector
+                ]
+            )
+            self._background_known = True
+        return self._background
+
+    def _bm25_reference(self, text: str) -> float | None:
+        """The score of an average-length row holding each query term once: the sum of
+        the terms' idf over every row (a term no row holds at its highest idf)."""
+        terms = set(self._text.query_terms(text))
+        if not terms or not self._rows or terms != set(self._text.terms(text)):
+            # None for an expanded query (Chinese glosses): its expansion terms are
+            # alternatives, so the sum of their idf is no reachable score.
+            return None
+        n = len(self._rows)
+        return sum(bm25_idf(n, sum(1 for r in self._rows.values() if t in r.tokens)) for t in terms)
 
     def _bm25(self, rows: list[_Row], text: str) -> list[tuple[_Row, float]]:
         terms = set(self._text.query_terms(text))
@@ -339,6 +382,7 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore):
         kind: ScoreKind,
         rank: int,
         include_content: bool,
+        calibration: HitCalibration | None = None,
     ) -> KnowledgeSearchHit:
         record = row.record
         metadata: dict[str, object] = {
@@ -359,6 +403,7 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore):
             metadata=metadata,
             component_scores=components,
             access=record.access,
+            calibration=calibration,
         )
 
     def fetch_content(

@@ -37,6 +37,10 @@ from lookup_knowledge.adapters.milvus.schema import (
 )
 from lookup_knowledge.domain.access import split_storage_key
 from lookup_knowledge.domain.errors import ConfigurationError, SearchUnavailable
+from lookup_knowledge.domain.relevance import DenseBackground, measure_background
+
+#: Stored vectors the dense background is measured from (pairs of different documents).
+BACKGROUND_ROWS = 2000
 
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
@@ -103,6 +107,8 @@ class KnowledgeCollection:
         self._dense_index: tuple[str, dict[str, Any]] | None = None
         self._loaded = False
         self._lock = threading.Lock()
+        self._measured: DenseBackground | None = None
+        self._measured_known = False
 
     @property
     def where(self) -> str:
@@ -113,6 +119,7 @@ class KnowledgeCollection:
             self._layout = None
             self._dense_index = None
             self._loaded = False
+            self._measured_known = False
 
     def exists(self) -> bool:
         client = self.connection.client()
@@ -162,6 +169,40 @@ class KnowledgeCollection:
         with self._lock:
             self._dense_index = found
         return found
+
+    def background(self) -> DenseBackground | None:
+        """The dense background stored at seal; for a collection sealed before that was
+        measured, measured once from its stored vectors and kept for this process."""
+        layout = self.layout()
+        if layout is None or not layout.has_dense:
+            return None
+        if layout.dense_background is not None:
+            return layout.dense_background
+        if not self._measured_known:
+            measured = self.measure_background()
+            with self._lock:
+                self._measured, self._measured_known = measured, True
+        return self._measured
+
+    def measure_background(self) -> DenseBackground | None:
+        """``measure_background`` over up to ``BACKGROUND_ROWS`` stored vectors."""
+        layout = self.layout()
+        if layout is None or not layout.has_dense:
+            return None
+        self.ensure_loaded()
+        client = self.connection.client()
+        try:
+            rows = client.query(
+                self.name,
+                filter="",
+                output_fields=[DOC_ID, DENSE],
+                limit=BACKGROUND_ROWS,
+                timeout=max(self.connection.timeout_s, 60.0),
+            )
+        except DRIVER_ERRORS as error:
+            raise translate(error, "read vectors for the dense background", self.where) from error
+        vectors = [(str(row.get(DOC_ID)), [float(x) for x in row.get(DENSE) or ()]) for row in rows]
+        return measure_background(vectors)
 
     def require_layout(self) -> CollectionLayout:
         layout = self.layout()

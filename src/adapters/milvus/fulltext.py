@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from lookup_knowledge.domain.access import UNRESTRICTED, AccessScope, storage_key
+from lookup_knowledge.domain.relevance import bm25_idf
 
 logger = logging.getLogger(__name__)
 
@@ -456,6 +457,20 @@ class FullTextIndex:
             row[_PUBLIC] = doc.get_first(_PUBLIC) == _TRUE
             out.append(row)
         return out
+
+    def reference(self, terms: str) -> float | None:
+        """The BM25 score of an average-length row holding each of the analysed
+        ``terms`` once: the sum of their idf as tantivy computes it (statistics over the
+        whole index, like the scores). None for no terms or an empty index."""
+        words = terms.split()
+        if not words:
+            return None
+        self._ensure_open()
+        searcher = self._searcher_now()
+        documents = int(searcher.num_docs)
+        if documents < 1:
+            return None
+        return sum(bm25_idf(documents, int(searcher.doc_freq("terms", w))) for w in words)
 
     def _visible(self, access: AccessScope) -> Any:
         """``can_see`` as a query: public, or the principal's tenant and (no groups on

@@ -42,6 +42,7 @@ from lookup_knowledge.adapters.milvus.filters import (
 from lookup_knowledge.application.ports import EmbedderIdentity
 from lookup_knowledge.domain.access import MAX_DOCUMENT_GROUPS
 from lookup_knowledge.domain.errors import SchemaMismatch
+from lookup_knowledge.domain.relevance import DenseBackground
 
 DEFAULT_COLLECTION = "knowledge_chunks"
 
@@ -79,6 +80,9 @@ ANALYSIS_PROPERTY = "lookup_knowledge.analysis"
 #: The dense index's type and build parameters as created (JSON): Milvus Lite's
 #: describe_index does not report build parameters, the trace needs them.
 DENSE_INDEX_PROPERTY = "lookup_knowledge.dense_index"
+#: The collection's dense background (JSON ``{"mean", "std", "pairs"}``): the cosine of
+#: random pairs of its chunks, measured at seal (``domain.relevance.DenseBackground``).
+BACKGROUND_PROPERTY = "lookup_knowledge.dense_background"
 #: The Milvus analyzer on ``bm25_text``: it only has to split the pre-analysed terms.
 BM25_FIELD_ANALYZER: Mapping[str, Any] = {"tokenizer": "standard"}
 REINGEST_HINT = (
@@ -143,6 +147,8 @@ class CollectionLayout:
     analysis: str | None = None  # fingerprint of the analysis of bm25_text (None: no BM25)
     dense_index: Mapping[str, Any] | None = None  # as created: {"type": ..., params...}
     embedder: EmbedderIdentity | None = None  # None: made by a tool that did not say
+    #: Measured at seal; None for a collection sealed before it was (or without vectors).
+    dense_background: DenseBackground | None = None
 
     @property
     def access(self) -> bool:
@@ -288,6 +294,9 @@ def read_layout(description: Mapping[str, Any], *, where: str) -> CollectionLayo
     return CollectionLayout(
         name=name,
         dimension=dimension,
+        dense_background=read_background(properties.get(BACKGROUND_PROPERTY))
+        if dimension is not None
+        else None,
         bm25=bm25,
         primary_key=PK,
         schema_version=version,
@@ -295,6 +304,26 @@ def read_layout(description: Mapping[str, Any], *, where: str) -> CollectionLayo
         dense_index=dense_index if dimension is not None else None,
         embedder=embedder,
     )
+
+
+def background_property(background: DenseBackground) -> str:
+    return json.dumps(
+        {"mean": background.mean, "std": background.std, "pairs": background.pairs},
+        sort_keys=True,
+    )
+
+
+def read_background(raw: object) -> DenseBackground | None:
+    """The stored background, or None when absent or unreadable (it is measured again)."""
+    if raw is None:
+        return None
+    try:
+        data = json.loads(str(raw))
+        return DenseBackground(
+            mean=float(data["mean"]), std=float(data["std"]), pairs=int(data.get("pairs", 0))
+        )
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
 
 
 def check_analysis(layout: CollectionLayout, analysis: str, *, where: str) -> None:

@@ -108,7 +108,7 @@ from lookup_knowledge.domain.fusion import (
 from lookup_knowledge.domain.identity import extract_identity, split_chunk_key
 from lookup_knowledge.domain.model import SearchMode
 from lookup_knowledge.domain.postprocess import group_by_document
-from lookup_knowledge.domain.relevance import ScoreKind
+from lookup_knowledge.domain.relevance import HitCalibration, ScoreKind
 
 MAX_TOP_K = 16384  # Milvus' topk limit
 #: HNSW search depth: the smallest ef whose top 50 held >= 0.995 of the exact top 50
@@ -428,7 +428,15 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
             raw = self._client_grouped(request, query, expression, output_fields, group)
         else:
             raw = self._run(request, query, expression, output_fields, request.top_k, group)
-        hits = self._hits(raw, request)
+        calibration = HitCalibration(
+            # None for a query the analyzer expanded (Chinese glosses): its expansion
+            # terms are alternatives, so the sum of their idf is no reachable score.
+            bm25_reference=self._bm25_reference(query_terms)
+            if query_terms and query_terms == self._text.analyse(request.query_text)
+            else None,
+            dense_background=self._collection.background() if vector is not None else None,
+        )
+        hits = self._hits(raw, request, calibration)
         if group is not None:
             hits = self._order(hits)
         return hits
@@ -620,8 +628,25 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
                 return kept
             limit = min(MAX_TOP_K, limit * 4)
 
+    def _bm25_reference(self, terms: str) -> float | None:
+        """What the query's BM25 scores are read against (``HitCalibration``): known
+        where the index's statistics are readable (the Lite full-text index); a Milvus
+        server does not expose them, and its scores fall back to ``normalise_relevance``."""
+        index = self._collection.fulltext()
+        if index is None:
+            return None
+        try:
+            return index.reference(terms)
+        except (OSError, ValueError) as error:
+            raise SearchUnavailable(
+                f"the full-text index of {self._collection.where} failed: {error}"
+            ) from error
+
     def _hits(
-        self, raw: list[_Scored], request: KnowledgeSearchRequest
+        self,
+        raw: list[_Scored],
+        request: KnowledgeSearchRequest,
+        calibration: HitCalibration | None = None,
     ) -> list[KnowledgeSearchHit]:
         kind = {
             SearchMode.DENSE: ScoreKind.COSINE,
@@ -648,6 +673,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
                     metadata=metadata,
                     component_scores=item.components,
                     access=row_access(hit),
+                    calibration=calibration,
                 )
             )
         return hits

@@ -33,6 +33,7 @@ from lookup_knowledge.adapters.milvus.schema import (
     ACCESS_PUBLIC,
     ALLOWED_GROUPS,
     ALLOWED_GROUPS_KEY,
+    BACKGROUND_PROPERTY,
     BM25_TEXT,
     BREADCRUMB,
     CATEGORY,
@@ -52,6 +53,7 @@ from lookup_knowledge.adapters.milvus.schema import (
     TEXT,
     TITLE,
     CollectionLayout,
+    background_property,
     build_schema,
     check_analysis,
     check_dimension,
@@ -359,6 +361,24 @@ class MilvusKnowledgeStore(KnowledgeStore):
             if index is not None:
                 index.settle()  # Milvus has flushed: both sides hold the same rows
             self._advise()
+        self._store_background(client)
+
+    def _store_background(self, client: Any) -> None:
+        """Measure the dense background of the sealed rows and store it with the
+        collection (a property), so a lookup reads it instead of measuring it."""
+        try:
+            background = self._collection.measure_background()
+        except SearchError as error:
+            raise IngestError(f"{error.code}: {error.message}") from error
+        if background is None:
+            return
+        self._call(
+            "alter_collection_properties",
+            client.alter_collection_properties,
+            self._collection.name,
+            properties={BACKGROUND_PROPERTY: background_property(background)},
+        )
+        self._collection.invalidate()
 
     def _advise(self) -> None:
         """Say once, in the run that crosses it, that the collection outgrew Lite."""

@@ -53,6 +53,7 @@ from lookup_knowledge.application.evaluation.run import (
 from lookup_knowledge.application.evaluation.values import (
     MEASURES,
     NAME_PATTERN,
+    CalibrationBin,
     ConfigurationResult,
     EvalConfiguration,
     EvalDataset,
@@ -61,6 +62,7 @@ from lookup_knowledge.application.evaluation.values import (
     EvalQuery,
     EvalReport,
     QueryResult,
+    calibration_table,
     describe_config,
     mean_or_none,
 )
@@ -68,6 +70,7 @@ from lookup_knowledge.application.evaluation.values import (
 __all__ = [
     "MEASURES",
     "NAME_PATTERN",
+    "CalibrationBin",
     "ConfigurationResult",
     "EvalConfiguration",
     "EvalDataset",
@@ -84,6 +87,7 @@ __all__ = [
     "ReplayThreshold",
     "ReplayedQuery",
     "RunEval",
+    "calibration_table",
     "check_recorded",
     "describe_config",
     "document_ranking",

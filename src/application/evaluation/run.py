@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from types import MappingProxyType
 
@@ -16,6 +17,7 @@ from lookup_knowledge.application.evaluation.recorded import (
 from lookup_knowledge.application.evaluation.values import (
     MEASURES,
     NAME_PATTERN,
+    UNANSWERABLE_STEP,
     ConfigurationResult,
     EvalConfiguration,
     EvalDataset,
@@ -23,6 +25,7 @@ from lookup_knowledge.application.evaluation.values import (
     EvalProgressCallback,
     EvalReport,
     QueryResult,
+    calibration_table,
     describe_config,
     mean_or_none,
 )
@@ -39,10 +42,13 @@ from lookup_knowledge.domain.errors import (
     AuditError,
     InvalidInputError,
 )
+from lookup_knowledge.domain.identity import split_chunk_key
 from lookup_knowledge.domain.model import InvocationStatus, Traffic
 
 #: The measures an eval reports, in ir-measures notation (RR@10 is MRR@10 once averaged).
 
+
+NO_EVIDENCE = InvocationStatus.NO_EVIDENCE.value
 
 # Kept apart from production traffic: `audit stats` and `audit list` leave it out.
 _EVAL = LookupOptions(traffic=Traffic.EVAL)
@@ -143,16 +149,27 @@ class RunEval:
     ) -> ConfigurationResult:
         session = f"eval-{run_id}-{configuration.name}"
         use_case = self._lookup.with_config(configuration.config)
-        total = len(dataset.queries)
+        total = len(dataset.queries) + len(dataset.unanswerable)
         first_error: str | None = None
+        # (relevance, judged relevant) of every returned block: the calibration table.
+        judged_blocks: list[tuple[float, bool]] = []
+        unanswerable: list[tuple[str, str]] = []
         notify(EvalProgress("lookup", configuration.name, 0, total))
-        for done, query in enumerate(dataset.queries, 1):
-            result = use_case.execute(
-                query.text, session_id=session, step_id=query.query_id, options=_EVAL
-            )
+        asked = [(q, q.query_id, True) for q in dataset.queries] + [
+            (q, f"{UNANSWERABLE_STEP}{q.query_id}", False) for q in dataset.unanswerable
+        ]
+        for done, (query, step, answerable) in enumerate(asked, 1):
+            result = use_case.execute(query.text, session_id=session, step_id=step, options=_EVAL)
             check_recorded(result.record_outcome)
             if result.error_code is not None and first_error is None:
                 first_error = f"query {query.query_id}: {result.message}"
+            relevant = dataset.qrels.get(query.query_id, {}) if answerable else {}
+            for block in result.evidence_blocks:
+                doc = split_chunk_key(block.document_id)
+                doc_id = doc[0] if doc is not None else block.document_id
+                judged_blocks.append((block.relevance, relevant.get(doc_id, 0) > 0))
+            if not answerable:
+                unanswerable.append((query.query_id, result.status.value))
             notify(EvalProgress("lookup", configuration.name, done, total))
 
         notify(EvalProgress("score", configuration.name, 0, total))
@@ -187,7 +204,15 @@ class RunEval:
                 )
             )
         notify(EvalProgress("score", configuration.name, total, total))
-        return _summarise(configuration, session, per_query, self._measures, first_error)
+        summary = _summarise(configuration, session, per_query, self._measures, first_error)
+        abstained = sum(1 for _q, status in unanswerable if status == NO_EVIDENCE)
+        return replace(
+            summary,
+            abstention_rate=abstained / len(unanswerable) if unanswerable else None,
+            unanswerable_queries=len(unanswerable),
+            calibration=calibration_table(judged_blocks),
+            unanswerable=tuple(unanswerable),
+        )
 
     def _recorded_by_query(
         self, session: str, dataset: EvalDataset
@@ -198,7 +223,7 @@ class RunEval:
         by_query: dict[str, RecordedInvocation] = {}
         for inv in invocations:
             step = inv.summary.step_id
-            if step is None:
+            if step is None or step.startswith(UNANSWERABLE_STEP):
                 continue
             if step in by_query:
                 raise AuditError(f"session {session!r} holds two invocations for query {step!r}")
@@ -234,6 +259,7 @@ def _summarise(
         distinct_documents=mean_or_none([float(len(q.documents)) for q in with_evidence]),
         blocks=mean_or_none([float(q.blocks) for q in with_evidence]),
         no_evidence_rate=statuses.count(InvocationStatus.NO_EVIDENCE.value) / n,
+        found_rate=statuses.count(InvocationStatus.OK.value) / n,
         error_rate=statuses.count(InvocationStatus.ERROR.value) / n,
         latency_p50_ms=nearest_rank(durations, 50),
         latency_p95_ms=nearest_rank(durations, 95),

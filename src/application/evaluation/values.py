@@ -23,6 +23,8 @@ from lookup_knowledge.domain.errors import (
 #: The measures an eval reports, in ir-measures notation (RR@10 is MRR@10 once averaged).
 
 MEASURES: tuple[str, ...] = ("nDCG@10", "R@5", "R@10", "R@20", "RR@10")
+#: Step id prefix of an unanswerable query's lookup (its ids may repeat the answerable ones').
+UNANSWERABLE_STEP = "unanswerable:"
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+=-]{0,99}$")
 _EMPTY: Mapping[str, object] = MappingProxyType({})
@@ -45,6 +47,9 @@ class EvalDataset:
     corpus: DocumentSource
     queries: tuple[EvalQuery, ...]
     qrels: Qrels
+    #: Questions the corpus cannot answer (another collection's, off-topic ones): each
+    #: should come back ``no_evidence``. No qrels; ids distinct from ``queries``.
+    unanswerable: tuple[EvalQuery, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.name.strip():
@@ -52,6 +57,15 @@ class EvalDataset:
         if not self.queries:
             raise InvalidInputError(f"dataset {self.name!r} has no queries to run")
         seen: set[str] = set()
+        longest = MAX_ID_CHARS - len(UNANSWERABLE_STEP)
+        for query in self.unanswerable:
+            if not query.query_id or len(query.query_id) > longest:
+                raise InvalidInputError(
+                    f"unanswerable query id {query.query_id!r} must have 1..{longest} characters"
+                )
+            if query.query_id in seen:
+                raise InvalidInputError(f"unanswerable query id {query.query_id!r} appears twice")
+            seen.add(query.query_id)
         for query in self.queries:
             if not query.query_id or len(query.query_id) > MAX_ID_CHARS:
                 raise InvalidInputError(
@@ -101,6 +115,49 @@ def describe_config(config: LookupConfig) -> dict[str, object]:
 
 
 # --------------------------------------------------------------------------- results
+
+#: Upper edges of the calibration table's relevance bins (the last one holds 1.0).
+CALIBRATION_EDGES: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationBin:
+    """Returned blocks whose relevance fell in ``[low, high)``, and how many of them are
+    judged relevant (a block of an unanswerable query never is)."""
+
+    low: float
+    high: float
+    blocks: int
+    relevant: int
+
+    @property
+    def relevant_share(self) -> float | None:
+        return self.relevant / self.blocks if self.blocks else None
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "bin": f"{self.low:.1f}-{self.high:.1f}",
+            "blocks": self.blocks,
+            "relevant": self.relevant,
+            "relevantShare": _rounded(self.relevant_share, 4),
+        }
+
+
+def calibration_table(blocks: Sequence[tuple[float, bool]]) -> tuple[CalibrationBin, ...]:
+    """``(relevance, judged relevant)`` of every returned block, binned by relevance."""
+    counts = [[0, 0] for _ in CALIBRATION_EDGES]
+    for relevance, relevant in blocks:
+        index = next(
+            (i for i, edge in enumerate(CALIBRATION_EDGES) if relevance < edge),
+            len(CALIBRATION_EDGES) - 1,
+        )
+        counts[index][0] += 1
+        counts[index][1] += int(relevant)
+    lows = (0.0, *CALIBRATION_EDGES[:-1])
+    return tuple(
+        CalibrationBin(low, high, n, r)
+        for low, high, (n, r) in zip(lows, CALIBRATION_EDGES, counts, strict=True)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +216,14 @@ class ConfigurationResult:
     latency_p95_ms: float | None
     first_error: str | None
     per_query: tuple[QueryResult, ...]
+    #: Share of the (answerable) queries that came back with evidence.
+    found_rate: float = 0.0
+    #: Share of the unanswerable queries that came back ``no_evidence`` (None: none run).
+    abstention_rate: float | None = None
+    unanswerable_queries: int = 0
+    calibration: tuple[CalibrationBin, ...] = ()
+    #: Per unanswerable query: its id and status.
+    unanswerable: tuple[tuple[str, str], ...] = ()
 
     def as_dict(self, *, per_query: bool = True) -> dict[str, object]:
         data: dict[str, object] = {
@@ -175,9 +240,16 @@ class ConfigurationResult:
             "latencyP50Ms": _rounded(self.latency_p50_ms),
             "latencyP95Ms": _rounded(self.latency_p95_ms),
             "firstError": self.first_error,
+            "foundRate": round(self.found_rate, 6),
+            "abstentionRate": _rounded(self.abstention_rate),
+            "unanswerableQueries": self.unanswerable_queries,
+            "calibration": [b.as_dict() for b in self.calibration],
         }
         if per_query:
             data["perQuery"] = [q.as_dict() for q in self.per_query]
+            data["unanswerable"] = [
+                {"queryId": qid, "status": status} for qid, status in self.unanswerable
+            ]
         return data
 
 

@@ -1,10 +1,10 @@
 """The PostProcessor: candidates in, the ranked and returned evidence out.
 
     rerank (explained bonuses) -> sort by final score -> dedup by evidenceKey
-    -> per-document cap -> return-n
+    -> per-document cap -> drop what is far below the best evidence -> return-n
 
 Every candidate leaves with an outcome (``returned``, ``truncated``, ``capped``,
-``duplicate``, ``vanished``) and the counts of each step, for the traces.
+``far_below_best``, ``duplicate``, ``vanished``) and the counts of each step, for the traces.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from lookup_knowledge.domain.model import QueryHints, RankedCandidate
 from lookup_knowledge.domain.postprocess import (
     cap_per_document,
     dedup_by_evidence_key,
+    drop_far_below_best,
     sort_by_final_score,
     truncate,
 )
@@ -69,7 +70,8 @@ class PostProcessor:
         ordered = sort_by_final_score(rerank(retrieval.candidates, hints, self._config.rerank))
         deduped = dedup_by_evidence_key(ordered)
         capped = cap_per_document(deduped.kept, settings.max_chunks_per_document)
-        final = truncate(capped.kept, settings.return_n)
+        strong = drop_far_below_best(capped.kept, self._config.calibration.min_share_of_best)
+        final = truncate(strong.kept, settings.return_n)
         outcomes: dict[str, str] = {}
         for item in ordered:
             outcomes.setdefault(item.evidence_key, "duplicate")
@@ -77,6 +79,8 @@ class PostProcessor:
             outcomes[item.evidence_key] = "truncated"
         for item in capped.dropped:
             outcomes[item.evidence_key] = "capped"
+        for item in strong.dropped:
+            outcomes[item.evidence_key] = "far_below_best"
         for item in final:
             outcomes[item.evidence_key] = "returned"
         counts = {
@@ -86,6 +90,7 @@ class PostProcessor:
             "duplicatesMerged": sum(deduped.merged.values()),
             "afterCap": len(capped.kept),
             "cappedOut": len(capped.dropped),
+            "farBelowBest": len(strong.dropped),
             "returned": len(final),
         }
         return PostProcessed(

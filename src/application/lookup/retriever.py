@@ -2,8 +2,9 @@
 
 1. a pass filtered by the explicit category, else by the L0 filter candidate (when the
    transformer found exactly one domain);
-2. when an L0-filtered pass yields no usable evidence (nothing at or above
-   ``rag.min-relevance``), an unfiltered retry, with the reason recorded;
+2. when an L0-filtered pass yields no usable evidence (its best hit below
+   ``rag.min-relevance``, on the calibrated scale of ``domain.relevance``), an
+   unfiltered retry, with the reason recorded;
 3. nothing usable either: no candidates (the lookup answers ``no_evidence``).
 
 An explicit category is the host's filter: it is never dropped by a retry. Hits become
@@ -43,7 +44,7 @@ from lookup_knowledge.application.ports.audit import row_tenant_problem
 from lookup_knowledge.domain.access import UNRESTRICTED, AccessScope, split_storage_key
 from lookup_knowledge.domain.errors import ConfigurationError
 from lookup_knowledge.domain.model import EvidenceCandidate, QueryHints, RankedCandidate, SearchMode
-from lookup_knowledge.domain.relevance import normalise_relevance
+from lookup_knowledge.domain.relevance import hit_relevance, normalise_relevance
 
 logger = logging.getLogger(__name__)
 
@@ -334,7 +335,11 @@ class Retriever:
             else:
                 unservable += 1
                 dropped.append(DroppedHit(_shown(candidate.evidence_key), why))
-        usable = [c for c in candidates if c.evidence_strength >= settings.min_relevance]
+        # The pass answers when its best hit reaches min-relevance; the blocks beside it
+        # are judged against that best (``drop_far_below_best``), not one by one here:
+        # a relevant block ranked low by its own weak evidence still counts.
+        best = max((c.evidence_strength for c in candidates), default=0.0)
+        usable = candidates if best >= settings.min_relevance else []
         passes.append(
             SearchPass(
                 filter=category,
@@ -361,14 +366,15 @@ class Retriever:
             return value if isinstance(value, str) else ""
 
         calibration = self._config.calibration
-        strength = (
-            max(
-                normalise_relevance(score, kind, calibration)
-                for kind, score in hit.component_scores
-            )
-            if hit.component_scores
-            else None
-        )
+        # Order by the engine's score (RRF for hybrid); judge by the evidence each list
+        # gives on the calibrated scale (``domain.relevance``), never by a rank.
+        per_list = hit.component_scores or ((hit.score_kind, hit.score),)
+        weights = {
+            SearchMode.DENSE: calibration.model.dense,
+            SearchMode.SPARSE: calibration.model.sparse,
+            SearchMode.HYBRID: calibration.model.hybrid,
+        }[mode]
+        strength = hit_relevance(per_list, hit.calibration, weights, calibration)
         return EvidenceCandidate(
             identity=hit.identity,
             original_rank=rank,

@@ -12,7 +12,7 @@ from lookup_knowledge.domain.access import NO_ACL, UNRESTRICTED, AccessScope, Do
 from lookup_knowledge.domain.errors import InvalidInputError
 from lookup_knowledge.domain.identity import EvidenceIdentity
 from lookup_knowledge.domain.model import SearchMode
-from lookup_knowledge.domain.relevance import ScoreKind
+from lookup_knowledge.domain.relevance import HitCalibration, ScoreKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +91,10 @@ class KnowledgeSearchHit:
     # The application re-checks it against the request's scope and drops what the
     # principal may not see; the default (no ACL) is visible to nobody when enforced.
     access: DocumentAccess = NO_ACL
+    # What puts this search's raw scores on the evidence scale (the query's BM25
+    # reference, the collection's dense background); None: the engine cannot say, and
+    # the scores are read by ``normalise_relevance``.
+    calibration: HitCalibration | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,7 +77,7 @@ def test_defaults_match_the_documented_values(tmp_path: Path) -> None:
     assert s.data_dir.is_absolute()
     assert (s.retrieval.retrieve_k, s.retrieval.return_n) == (20, 5)
     assert s.retrieval.max_chunks_per_document == 2
-    assert s.retrieval.min_relevance == 0.2
+    assert s.retrieval.min_relevance == 0.08
     assert s.rag.search_mode is SearchMode.HYBRID
     assert s.rag.rerank.source_type == {"runbook": 0.03, "faq": 0.02}
     assert s.rag.domains == {}

@@ -21,6 +21,7 @@ from lookup_knowledge.application.evaluation import (
     ReplaySelection,
     ReplayThreshold,
     RunEval,
+    calibration_table,
     describe_config,
     document_ranking,
 )
@@ -390,13 +391,12 @@ def test_replay_under_a_changed_config_reports_the_differences(harness: Harness)
 
 def test_replay_counts_queries_that_lost_all_evidence(harness: Harness) -> None:
     _logged_session(harness, sparse_config())
-    strict = LookupConfig(
-        retrieval=RetrievalSettings(retrieve_k=20, return_n=10, min_relevance=1.0),
-        mode=SearchMode.SPARSE,
-    )
+    # The documents are gone by the replay (min-relevance 1.0 no longer empties a result:
+    # a chunk holding every query term reaches relevance 1 on the calibrated scale).
+    harness.kb.delete_documents([d.doc_id for d in CORPUS])
     report = harness.replay().execute(
         ReplaySelection(session_id="chat-1"),
-        strict,
+        sparse_config(),
         threshold=ReplayThreshold(0.0, max_lost=2),
     )
     assert len(report.lost_all) == 3  # q-nothing had no evidence to lose
@@ -468,3 +468,41 @@ def test_the_after_ingest_hook_runs_before_the_first_lookup(harness: Harness) ->
     assert seen == [0]
     run_eval.execute(dataset(), [EvalConfiguration("s", sparse_config())], ingest=False)
     assert seen == [0]
+
+
+def test_unanswerable_queries_give_the_abstention_rate_and_stay_out_of_the_metrics(
+    harness: Harness,
+) -> None:
+    honest = LookupConfig(retrieval=RetrievalSettings(retrieve_k=20), mode=SearchMode.SPARSE)
+    unanswerable = (
+        EvalQuery("off-1", "zeppelin airship"),  # no word of the corpus
+        EvalQuery("off-2", "q-apple"),  # an answerable query's id, a question of its own
+        EvalQuery("off-3", "apple"),  # the corpus does answer this one
+    )
+    data = replace(dataset(), unanswerable=unanswerable)
+    report = harness.run_eval().execute(data, [EvalConfiguration("sparse", honest)], run_id="u1")
+    result = report.configuration("sparse")
+    assert result.unanswerable_queries == 3
+    assert result.abstention_rate == pytest.approx(2 / 3)
+    assert result.found_rate == pytest.approx(3 / 4)  # q-nothing finds nothing
+    assert [q.query_id for q in result.per_query] == [q.query_id for q in QUERIES]
+    assert dict(result.unanswerable)["off-3"] == "ok"
+    # every returned block is in one relevance bin; unanswerable ones are never relevant
+    bins = result.calibration
+    assert sum(b.blocks for b in bins) > 0
+    assert sum(b.relevant for b in bins) <= sum(b.blocks for b in bins)
+    data_dict = result.as_dict()
+    assert data_dict["abstentionRate"] == pytest.approx(2 / 3, abs=1e-6)
+    assert len(data_dict["calibration"]) == 10  # type: ignore[arg-type]
+    steps = [
+        i.step_id
+        for i in harness.audit.list_invocations(InvocationFilter(session_id="eval-u1-sparse")).items
+    ]
+    assert steps[-3:] == ["unanswerable:off-1", "unanswerable:off-2", "unanswerable:off-3"]
+
+
+def test_the_calibration_table_bins_blocks_by_relevance() -> None:
+    bins = calibration_table([(0.05, False), (0.95, True), (1.0, True), (0.55, False)])
+    assert [b.blocks for b in bins] == [1, 0, 0, 0, 0, 1, 0, 0, 0, 2]
+    assert bins[-1].relevant_share == 1.0
+    assert bins[1].relevant_share is None

@@ -12,7 +12,13 @@ from lookup_knowledge.application.lookup import LookupConfig, LookupOptions, Pay
 from lookup_knowledge.application.ports import RecordOutcome
 from lookup_knowledge.domain.errors import AuditError, InvalidInputError, SearchUnavailable
 from lookup_knowledge.domain.model import InvocationStatus, SearchMode
-from lookup_knowledge.domain.relevance import ScoreKind
+from lookup_knowledge.domain.relevance import (
+    DEFAULT_MODEL,
+    DenseBackground,
+    HitCalibration,
+    ScoreKind,
+    hit_relevance,
+)
 from lookup_knowledge.domain.settings import RetrievalSettings
 from tests.fakes import (
     FakeSearch,
@@ -160,7 +166,10 @@ def test_sparse_mode_needs_no_embedder_and_sends_no_vector() -> None:
     result = use_case.execute("q", session_id="s")
     assert search.requests[0].query_vector is None
     assert result.found
-    assert 0.5 < result.evidence_blocks[0].relevance < 1.0
+    # no reference from this engine: BM25 falls back to its saturation, 12/22
+    assert result.evidence_blocks[0].relevance == pytest.approx(
+        hit_relevance(((ScoreKind.BM25, -12.0),), None, DEFAULT_MODEL.sparse)
+    )
 
 
 def test_dense_mode_without_embedder_is_a_configuration_error_result() -> None:
@@ -254,6 +263,7 @@ def test_traces_explain_every_step() -> None:
         "duplicatesMerged": 1,
         "afterCap": 2,
         "cappedOut": 2,
+        "farBelowBest": 0,
         "returned": 2,
         "projected": 2,
     }
@@ -309,9 +319,14 @@ def test_with_config_keeps_the_ports() -> None:
 class HybridSearch(FakeSearch):
     """Hits with a fused RRF score plus the per-list scores behind it."""
 
-    def __init__(self, components: list[tuple[tuple[ScoreKind, float], ...]]) -> None:
+    def __init__(
+        self,
+        components: list[tuple[tuple[ScoreKind, float], ...]],
+        calibration: HitCalibration | None = None,
+    ) -> None:
         super().__init__([chunk(f"d{i}", 0, 0.5) for i in range(len(components))])
         self.components = components
+        self.calibration = calibration
 
     def search(self, request):  # type: ignore[no-untyped-def]
         hits = super().search(request)
@@ -321,6 +336,7 @@ class HybridSearch(FakeSearch):
                 score=1 / (60 + rank),
                 score_kind=ScoreKind.RRF,
                 component_scores=self.components[rank - 1],
+                calibration=self.calibration,
             )
             for rank, hit in enumerate(hits, 1)
         ]
@@ -336,14 +352,22 @@ def test_hybrid_nonsense_is_no_evidence_despite_high_fused_scores() -> None:
     assert fx.records[0].status == "no_evidence"
 
 
-def test_hybrid_strength_is_the_best_list_and_drives_the_quality_fields() -> None:
-    strong_bm25 = ((ScoreKind.COSINE, 0.1), (ScoreKind.BM25, -30.0))  # 30/(30+10) = 0.75
-    search = HybridSearch([strong_bm25, ((ScoreKind.COSINE, 0.05),)])
+def test_hybrid_relevance_is_the_calibrated_evidence_and_drives_the_quality_fields() -> None:
+    # The engine says what its scores are read against: the query's BM25 reference and
+    # the collection's dense background.
+    calibration = HitCalibration(
+        bm25_reference=30.0, dense_background=DenseBackground(mean=0.1, std=0.1)
+    )
+    strong = ((ScoreKind.COSINE, 0.8), (ScoreKind.BM25, -30.0))  # z = 7, r = 1
+    search = HybridSearch([strong, ((ScoreKind.COSINE, 0.05),)], calibration)
     use_case = build(search, config=LookupConfig(mode=SearchMode.HYBRID)).lookup
     result = use_case.execute("PG-53300", session_id="s")
+    # the second hit ranks by RRF but its evidence is far below the best: not padded in
     assert [b.document_id for b in result.evidence_blocks] == ["d0#chunk-0"]
     assert result.relevance_level.value == "high"
-    assert result.rerank_trace[0]["strength"] == pytest.approx(0.75)
+    expected = hit_relevance(strong, calibration, DEFAULT_MODEL.hybrid)
+    assert result.rerank_trace[0]["strength"] == pytest.approx(expected, abs=1e-6)
+    assert result.rerank_trace[1]["outcome"] == "far_below_best"
 
 
 def test_hybrid_filtered_pass_with_weak_evidence_falls_back() -> None:

@@ -4,7 +4,7 @@ store recorded, print the comparison and write ``<run>.json``/``.png``/``.html``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -128,7 +128,9 @@ def _replay_commands(plan: _Plan, report: EvalReport) -> dict[str, str]:
     }
 
 
-def _run_data(plan: _Plan, beir: BeirDataset, report: EvalReport) -> dict[str, object]:
+def _run_data(
+    plan: _Plan, beir: BeirDataset, report: EvalReport, unanswerable_from: list[str]
+) -> dict[str, object]:
     """The report as written to ``<run>.json``: the scores and how to reproduce them."""
     return {
         **report.as_dict(),
@@ -140,6 +142,7 @@ def _run_data(plan: _Plan, beir: BeirDataset, report: EvalReport) -> dict[str, o
         "corpusRestrictedTo": None if beir.restricted_to is None else len(beir.restricted_to),
         "titleInText": beir.title_in_text,
         "judgedQueriesWithoutText": list(beir.judged_without_text),
+        "unanswerableFrom": unanswerable_from,
         "depth": plan.depth,
         "baseOverrides": plan.base,
         "replayCommands": _replay_commands(plan, report),
@@ -165,10 +168,20 @@ def _write_reports(
 
 
 def _show_run(report: EvalReport, written: list[Path]) -> None:
-    from lookup_knowledge.adapters.evaluation.reports import eval_table
+    from rich.table import Table
+
+    from lookup_knowledge.adapters.evaluation.reports import calibration_rows, eval_table
 
     out, err = console(), console(stderr=True)
     out.print(eval_table(report))
+    if any(c.unanswerable_queries for c in report.configurations):
+        header, rows = calibration_rows(report)
+        table = Table(title="Calibration: returned blocks per relevance bin: share judged relevant")
+        for column in header:
+            table.add_column(column)
+        for row in rows:
+            table.add_row(*row)
+        out.print(table)
     if report.ingest is not None:
         ingest = report.ingest
         out.print(
@@ -266,10 +279,18 @@ def run(
         bool, typer.Option("--skip-ingest", help="The collection is already loaded; do not ingest.")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    unanswerable: Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="Questions the corpus cannot answer (repeatable): a queries .jsonl file, or "
+            "another BEIR folder (its judged queries). Reported: the abstention rate "
+            "(no_evidence) beside the found rate of the answerable queries.",
+        ),
+    ] = None,
 ) -> None:
     """Ingest a BEIR corpus, run its judged queries under each configuration, score them."""
     from lookup_knowledge.adapters.api import create_app
-    from lookup_knowledge.adapters.evaluation.beir import load_beir
+    from lookup_knowledge.adapters.evaluation.beir import load_beir, load_unanswerable
     from lookup_knowledge.adapters.extras import require
 
     # Before the (long) ingest and runs, not when the scores are computed.
@@ -284,6 +305,9 @@ def run(
         corpus_sample=corpus_sample,
         title_in_text=title_in_text,
     )
+    dataset_run = beir.dataset
+    if unanswerable:
+        dataset_run = replace(beir.dataset, unanswerable=load_unanswerable(unanswerable))
     base = parse_set_options(set_ or [])
     if embedder == "none":
         base.setdefault("rag.search-mode", "sparse")  # no embedder: a BM25-only collection
@@ -293,9 +317,9 @@ def run(
     _announce(err, beir, plan)
     with create_app(plan.settings) as lookup_app, ProgressBar(err) as bar:
         report = lookup_app.eval_runner().execute(
-            beir.dataset, plan.configurations, progress=bar, ingest=not skip_ingest
+            dataset_run, plan.configurations, progress=bar, ingest=not skip_ingest
         )
-    data = _run_data(plan, beir, report)
+    data = _run_data(plan, beir, report, [str(p) for p in unanswerable or ()])
     written = _write_reports(data, report, out or plan.settings.data_dir / "eval", chart)
     if as_json:
         print_json(data)

@@ -1,0 +1,52 @@
+"""On the sample corpus, with the embedder and engine the quickstart uses, questions the
+corpus cannot answer come back ``no_evidence`` in the default mode, and its own
+questions are found."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lookup_knowledge.adapters.api import LookupApp, create_app
+from lookup_knowledge.sample_corpus import corpus_path
+
+OFF_TOPIC = [
+    "zzqx flibbertigibbet quantum banana",
+    "Who painted the ceiling of the Sistine Chapel?",
+    "How many legs does a spider have?",
+    "What is a good marinade for grilled salmon?",
+    "Which team won the 1966 football World Cup final?",
+    "How do I get red wine out of a carpet?",
+]
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LookupApp]:
+    data = tmp_path_factory.mktemp("sample")
+    overrides = {"data-dir": str(data), "embedder.provider": "onnx-minilm"}
+    with create_app(overrides=overrides) as lookup_app:
+        lookup_app.ingest([corpus_path()], sync=True)
+        lookup_app.seal_knowledge_store()
+        yield lookup_app
+
+
+@pytest.mark.parametrize("query", OFF_TOPIC)
+def test_an_off_topic_question_finds_no_evidence(app: LookupApp, query: str) -> None:
+    result = app.lookup(query, session_id="off-topic")
+    assert not result["found"], result["evidenceBlocks"]
+    assert result["relevanceLevel"] == "none"
+    assert result["completenessHint"] == "none"
+    assert "No evidence" in result["message"]
+
+
+def test_the_corpus_own_questions_are_found(app: LookupApp) -> None:
+    questions = json.loads(Path(corpus_path(), "questions.json").read_text(encoding="utf-8"))
+    english = [q for q in questions if q["query"].isascii()][:6]
+    for question in english:
+        result = app.lookup(question["query"], session_id="on-topic")
+        assert result["found"], question["query"]
+        ids = [b["document_id"] for b in result["evidenceBlocks"]]
+        assert any(question["expected_doc"] in i for i in ids), (question, ids)
