@@ -204,6 +204,7 @@ def _onnx_embedder(settings: Settings) -> OnnxMiniLMEmbedder:
 
     return OnnxMiniLMEmbedder(
         batch_size=settings.embedder.batch_size,
+        max_batch_tokens=settings.embedder.max_batch_tokens,
         intra_op_threads=settings.embedder.threads,
         # The model file's sha256 is checked once per installed file, not per start.
         verified_record=settings.data_dir / "model-verified.json",

@@ -561,6 +561,12 @@ class EmbedderSettings(_Section):
         description="onnx-minilm (bundled), openai, hashing (tests) or none (sparse only).",
     )
     batch_size: Whole = Field(default=32, ge=1, description="Texts embedded per call.")
+    max_batch_tokens: Whole = Field(
+        default=2048,
+        ge=1,
+        description="onnx-minilm: padded tokens per call (texts x the longest), which bounds "
+        "the memory a call needs; a text over it is embedded alone.",
+    )
     threads: Whole = Field(
         default=0,
         ge=0,

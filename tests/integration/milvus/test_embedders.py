@@ -72,6 +72,32 @@ def test_minilm_batches_keep_input_order_and_match_single_calls(
     assert minilm.embed_documents([]) == []
 
 
+def test_minilm_calls_stay_within_the_token_budget_and_match_single_calls(
+    minilm: OnnxMiniLMEmbedder,
+) -> None:
+    """Short texts share a call, long ones are split so no call feeds more padded tokens
+    than the budget; the vectors are those of one text per call."""
+    texts = ["short text"] * 6 + ["a much longer text " * 60] * 3
+    embedder = OnnxMiniLMEmbedder(batch_size=32, max_batch_tokens=400, intra_op_threads=1)
+    embedder.load()
+    loaded = embedder._ensure_loaded()
+    shapes: list[tuple[int, int]] = []
+    session = loaded.session
+
+    class _Recording:
+        def run(self, outputs: Any, feeds: dict[str, Any]) -> Any:
+            shapes.append(tuple(feeds["input_ids"].shape))
+            return session.run(outputs, feeds)
+
+    loaded.session = _Recording()
+    vectors = embedder.embed_documents(texts)
+    assert all(rows * width <= 400 for rows, width in shapes), shapes
+    assert shapes[0][0] == 6  # the six short texts in one call
+    assert len(shapes) == 1 + 3  # ~242 tokens each: two would be 484 > 400
+    for vector, text in zip(vectors, texts, strict=True):
+        assert cosine(vector, minilm.embed_query(text)) > 0.9999
+
+
 def test_minilm_truncates_long_inputs(minilm: OnnxMiniLMEmbedder) -> None:
     long = "kafka consumer lag " * 2000
     assert len(minilm.embed_query(long)) == 384
