@@ -135,6 +135,13 @@ def test_cohere_compatible_scores_come_back_in_the_order_of_the_texts(
     assert reranker.provider == "cohere:BAAI/bge-reranker-v2-m3"
 
 
+def test_tei_gets_texts_in_batches_it_accepts(tei: StubRerankServer) -> None:
+    texts = [f"text {i}" for i in range(5)] + ["gnuflux"]
+    scores = TeiReranker(url=tei.url, batch_size=4).rerank("q", texts)
+    assert scores == [0.02] * 5 + [0.97]
+    assert [len(body["texts"]) for _, body, _ in tei.requests] == [4, 2]
+
+
 def test_a_url_that_already_names_the_endpoint_is_used_as_it_is(cohere: StubRerankServer) -> None:
     CohereCompatibleReranker(url=cohere.url + "/v2/rerank", model="m").rerank("q", TEXTS)
     assert cohere.requests[0][0] == "/v2/rerank"

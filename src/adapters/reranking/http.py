@@ -80,20 +80,24 @@ class _HttpReranker(Reranker):
     def close(self) -> None:
         self._client.close()
 
+    #: Texts per request (TEI refuses more than its ``--max-client-batch-size``, 32 by
+    #: default); None: all in one.
+    batch_size: int | None = None
+
     def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
-        if not texts:
-            return []
-        body = self._request(self._payload(query, list(texts)))
-        by_index = self._scores(body)
+        step = self.batch_size or max(len(texts), 1)
         scores: list[float] = []
-        for i in range(len(texts)):
-            score = by_index.get(i)
-            if score is None:
-                raise RerankerError(
-                    f"{self.api} rerank response from {self._url} has no score for text {i} "
-                    f"of {len(texts)}"
-                )
-            scores.append(score)
+        for start in range(0, len(texts), step):
+            batch = list(texts[start : start + step])
+            by_index = self._scores(self._request(self._payload(query, batch)))
+            for i in range(len(batch)):
+                score = by_index.get(i)
+                if score is None:
+                    raise RerankerError(
+                        f"{self.api} rerank response from {self._url} has no score for text "
+                        f"{start + i} of {len(texts)}"
+                    )
+                scores.append(score)
         return scores
 
     # ------------------------------------------------------------------ per API
@@ -190,9 +194,12 @@ class TeiReranker(_HttpReranker):
     api = "tei"
     path = "/rerank"
 
-    def __init__(self, *, raw_scores: bool = False, **options: Any) -> None:
+    def __init__(self, *, raw_scores: bool = False, batch_size: int = 32, **options: Any) -> None:
         super().__init__(**options)
+        if batch_size < 1:
+            raise RerankerError("batch_size must be >= 1")
         self._raw_scores = raw_scores
+        self.batch_size = batch_size
 
     def _payload(self, query: str, texts: list[str]) -> dict[str, Any]:
         return {
