@@ -31,6 +31,7 @@ ERROR_TYPES = (
     "AuditUnavailable",
     "AuditNotRecorded",
     "JudgeError",
+    "RerankerError",
     "NotFoundError",
     "InternalError",
 )

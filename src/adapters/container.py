@@ -51,6 +51,7 @@ from lookup_knowledge.application.ports import (
     KnowledgeSearchPort,
     KnowledgeSearchRequest,
     RankingMetrics,
+    Reranker,
     SearchCapabilities,
     TextAnalyzer,
 )
@@ -334,6 +335,41 @@ def _tei_judge(settings: Settings) -> Iterator[TeiNliClaimJudge]:
         client.close()
 
 
+def _reranker_options(settings: Settings) -> dict[str, Any]:
+    rerank = settings.rag.rerank
+    return {
+        "url": rerank.url or "",
+        "model": rerank.model or "",
+        "api_key": settings.rerank_api_key,
+        "timeout_s": rerank.timeout_s,
+        "max_retries": rerank.max_retries,
+    }
+
+
+def _tei_reranker(settings: Settings) -> Iterator[Reranker]:
+    from lookup_knowledge.adapters.reranking import TeiReranker
+
+    client = TeiReranker(raw_scores=settings.rag.rerank.logits, **_reranker_options(settings))
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def _cohere_reranker(settings: Settings) -> Iterator[Reranker]:
+    from lookup_knowledge.adapters.reranking import CohereCompatibleReranker
+
+    client = CohereCompatibleReranker(**_reranker_options(settings))
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def _reranker_provider(settings: Settings) -> str:
+    return settings.rag.rerank.provider.value
+
+
 def _judge_provider(settings: Settings) -> str:
     return settings.audit.check.judge.provider.value
 
@@ -456,6 +492,14 @@ class Container(containers.DeclarativeContainer):
         QueryTransformer, providers.Callable(lambda s: s.domain_dictionary(), settings)
     )
 
+    # The optional reranker stage of the lookup; off (None) unless rag.rerank.provider.
+    reranker = providers.Selector(
+        providers.Callable(_reranker_provider, settings),
+        none=providers.Object(None),
+        tei=providers.Resource(_tei_reranker, settings),
+        cohere=providers.Resource(_cohere_reranker, settings),
+    )
+
     # One use case per container: it holds no per-call state and is thread-safe.
     lookup = providers.Singleton(
         LookupKnowledge,
@@ -467,6 +511,7 @@ class Container(containers.DeclarativeContainer):
         embedder=embedder,
         config=providers.Callable(lambda s: s.to_lookup_config(), settings),
         telemetry=telemetry,
+        reranker=reranker,
     )
     ingest = providers.Factory(
         IngestDocuments,

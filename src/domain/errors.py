@@ -165,6 +165,13 @@ class JudgeError(LookupKnowledgeError):
     code = "judge_error"
 
 
+class RerankerError(LookupKnowledgeError):
+    """The optional reranker (a cross-encoder served over HTTP) gave no usable scores.
+    The lookup is answered without it: this error is traced, never returned."""
+
+    code = "reranker_error"
+
+
 class NotFoundError(LookupKnowledgeError):
     """An invocation id (or other named record) that the store does not hold."""
 

@@ -4,6 +4,7 @@
 - ``tests.fakes.audit``: the in-memory audit store, its recorder (``InMemoryRecorder``, the
   one recorder fake: it keeps what the SQL store keeps) and queries, and ``FakeSessionState``.
 - ``tests.fakes.runtime``: ``FakeClock``.
+- ``tests.fakes.reranking``: ``FakeReranker`` (scores by words, or fails).
 - ``tests.fakes.answer_check``: the answer checker's ports (shown evidence, chunk text, check
   records, a stemmer, a scripted judge).
 - ``tests.fakes.lookup``: ``make_lookup``, the use case wired to these fakes.
@@ -17,12 +18,14 @@ from tests.fakes.audit import (
     in_memory_audit,
 )
 from tests.fakes.lookup import LookupFixture, make_lookup
+from tests.fakes.reranking import FakeReranker
 from tests.fakes.runtime import FakeClock
 from tests.fakes.search import FakeEmbedder, FakeSearch, StoredChunk, chunk
 
 __all__ = [
     "FakeClock",
     "FakeEmbedder",
+    "FakeReranker",
     "FakeSearch",
     "FakeSessionState",
     "InMemoryAuditQueries",

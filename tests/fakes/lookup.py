@@ -20,6 +20,7 @@ from lookup_knowledge.application.ports import (
     Clock,
     Embedder,
     KnowledgeSearchPort,
+    Reranker,
     SessionState,
     Telemetry,
     ToolInvocation,
@@ -70,6 +71,7 @@ def make_lookup(
     transformer: QueryTransformer | None = None,
     config: LookupConfig | None = None,
     telemetry: Telemetry | None = None,
+    reranker: Reranker | None = None,
 ) -> LookupFixture:
     """``embedder=None`` builds a use case without an embedder (sparse mode, or the
     configuration error of dense mode without one); ``domains`` are the query
@@ -95,6 +97,7 @@ def make_lookup(
         embedder=chosen_embedder,
         config=config,
         telemetry=telemetry,
+        reranker=reranker,
     )
     return LookupFixture(
         lookup=lookup,

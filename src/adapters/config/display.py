@@ -106,6 +106,7 @@ _DEFAULT_TEXT = {
     "audit.spool-dir": "<data-dir>/audit-spool",
     "embedder.openai.api-key": "$OPENAI_API_KEY",
     "audit.check.judge.api-key": "$OPENAI_API_KEY",
+    "rag.rerank.api-key": "$RERANK_API_KEY",
 }
 
 

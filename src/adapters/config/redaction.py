@@ -11,8 +11,10 @@ from lookup_knowledge.domain.redaction import MASK, mask_url
 
 __all__ = ["MASK", "SECRET_KEYS", "URL_KEYS", "is_secret", "mask_url", "mask_value"]
 
-SECRET_KEYS = frozenset({"milvus.token", "embedder.openai.api-key"})
-URL_KEYS = frozenset({"audit.database-url", "milvus.uri", "embedder.openai.base-url"})
+SECRET_KEYS = frozenset({"milvus.token", "embedder.openai.api-key", "rag.rerank.api-key"})
+URL_KEYS = frozenset(
+    {"audit.database-url", "milvus.uri", "embedder.openai.base-url", "rag.rerank.url"}
+)
 _SECRET_WORDS = frozenset({"token", "key", "password", "passwd", "secret", "credential"})
 _WORD_BREAK = re.compile(r"[^a-z0-9]+")
 

@@ -49,6 +49,7 @@ from lookup_knowledge.domain.quality import QualityThresholds
 from lookup_knowledge.domain.redaction import mask_url
 from lookup_knowledge.domain.relevance import RelevanceCalibration
 from lookup_knowledge.domain.rerank import RerankWeights
+from lookup_knowledge.domain.reranking import RerankerSettings
 from lookup_knowledge.domain.settings import (
     DEFAULT_MAX_CHUNKS_PER_DOCUMENT,
     MAX_CHUNKS_PER_DOCUMENT_BOUND,
@@ -117,6 +118,7 @@ OptionalSecret = Annotated[SecretStr | None, BeforeValidator(_blank_to_none)]
 OptionalPath = Annotated[Path | None, BeforeValidator(_blank_to_none)]
 #: An http(s) API base URL, without a trailing slash.
 HttpUrl = Annotated[str, AfterValidator(_http_url)]
+OptionalHttpUrl = Annotated[HttpUrl | None, BeforeValidator(_blank_to_none)]
 
 
 def split_keywords(value: object) -> object:
@@ -296,6 +298,15 @@ def _default_source_type_weights() -> dict[str, float]:
     return {"runbook": 0.03, "faq": 0.02}
 
 
+class RerankerProvider(StrEnum):
+    NONE = "none"
+    TEI = "tei"
+    COHERE = "cohere"
+
+
+_RERANKER_DEFAULTS = RerankerSettings()
+
+
 class RerankSettings(_Section):
     enabled: bool = Field(
         default=True,
@@ -306,6 +317,54 @@ class RerankSettings(_Section):
         default_factory=_default_source_type_weights,
         description="Bonus per document source type (negative values demote).",
     )
+    provider: RerankerProvider = Field(
+        default=RerankerProvider.NONE,
+        description="Optional cross-encoder reranker over HTTP: none; tei: Text Embeddings "
+        "Inference (POST {url}/rerank); cohere: the Cohere-compatible POST {url}/v2/rerank "
+        "(vLLM, Infinity, Cohere). Nothing is downloaded: you run the server.",
+    )
+    url: OptionalHttpUrl = Field(
+        default=None, description="The reranker server's base URL (required with a provider)."
+    )
+    model: OptionalText = Field(
+        default=None,
+        description="Model name sent to a cohere-compatible server (tei: traced).",
+    )
+    api_key: OptionalSecret = Field(
+        default=None, description="API key (secret); unset falls back to RERANK_API_KEY."
+    )
+    timeout_s: Number = Field(
+        default=10.0, gt=0, description="Timeout of one reranker call (then answered without)."
+    )
+    max_retries: Whole = Field(default=1, ge=0, description="Retries of a failed reranker call.")
+    top_k: Whole = Field(
+        default=_RERANKER_DEFAULTS.top_k,
+        ge=1,
+        description="Candidates (in search order) whose texts the reranker scores; the "
+        "others are not returned when it answered.",
+    )
+    weight: Number = Field(
+        default=_RERANKER_DEFAULTS.weight,
+        ge=0,
+        le=1,
+        description="Share of the reranker in the pooled relevance (log-odds); 0 keeps the "
+        "calibrated relevance, 1 trusts the reranker alone.",
+    )
+    logits: bool = Field(
+        default=_RERANKER_DEFAULTS.logits,
+        description="The server returns raw logits (tei: asked with raw_scores); a sigmoid "
+        "turns them into [0, 1].",
+    )
+
+    @model_validator(mode="after")
+    def _url_with_provider(self) -> RerankSettings:
+        if self.provider is not RerankerProvider.NONE and self.url is None:
+            raise ValueError(
+                f"rag.rerank.url is required with rag.rerank.provider={self.provider.value}"
+            )
+        if self.provider is RerankerProvider.COHERE and not self.model:
+            raise ValueError("rag.rerank.model is required with rag.rerank.provider=cohere")
+        return self
 
 
 class ContextSettings(_Section):
@@ -1110,6 +1169,11 @@ class Settings(_Masked, BaseSettings):
         return None if key is None else key.get_secret_value()
 
     @property
+    def rerank_api_key(self) -> str | None:
+        key = self.rag.rerank.api_key
+        return None if key is None else key.get_secret_value()
+
+    @property
     def audit_database_url(self) -> str:
         return self.audit.database_url or f"sqlite:///{self.data_dir / 'audit.db'}"
 
@@ -1140,6 +1204,12 @@ class Settings(_Masked, BaseSettings):
                 keyword_match=weights.keyword_match,
                 hint_alignment=weights.hint_alignment,
                 source_type=MappingProxyType(dict(rag.rerank.source_type)),
+            ),
+            reranker=RerankerSettings(
+                provider=rag.rerank.provider.value,
+                top_k=rag.rerank.top_k,
+                weight=rag.rerank.weight,
+                logits=rag.rerank.logits,
             ),
             calibration=RelevanceCalibration(
                 bm25_saturation=rag.relevance.bm25_saturation,

@@ -17,6 +17,7 @@ from typing import Any
 
 from lookup_knowledge.application.lookup.config import LookupConfig
 from lookup_knowledge.application.lookup.post_processor import PostProcessed
+from lookup_knowledge.application.lookup.reranker_stage import RerankerReport
 from lookup_knowledge.application.lookup.result import LookupResult
 from lookup_knowledge.application.lookup.retriever import Retrieval
 from lookup_knowledge.domain.access import UNRESTRICTED, AccessScope
@@ -58,6 +59,8 @@ class StageOutputs:
     error: LookupKnowledgeError | None = None
     domains: tuple[str, ...] = ()
     timings_ms: Mapping[str, float] = field(default_factory=dict)
+    #: What the optional reranker stage did (None: no reranker configured, or not run).
+    reranker: RerankerReport | None = None
 
     @property
     def status(self) -> InvocationStatus:
@@ -88,7 +91,7 @@ class Assembler:
             evidence_blocks=out.blocks,
             context_pack=out.pack,
             retrieval_trace=self._retrieval_trace(call, out),
-            rerank_trace=self._rerank_trace(out.processed),
+            rerank_trace=self._rerank_trace(out.processed, out.reranker),
             relevance_level=relevance_level(relevances, self._config.quality),
             completeness_hint=completeness_hint(len(out.blocks), distinct, omitted_budget),
             retrieved_domains_this_session=out.domains,
@@ -124,6 +127,8 @@ class Assembler:
             "counts": {**out.processed.counts, "projected": len(out.blocks)},
             "timingsMs": {k: round(v, 3) for k, v in out.timings_ms.items()},
         }
+        if out.reranker is not None:
+            trace["reranker"] = out.reranker.as_trace()
         if searched is not call.mode:
             trace["requestedMode"] = call.mode.value
         if out.processed.vanished:
@@ -136,14 +141,22 @@ class Assembler:
         return trace
 
     @staticmethod
-    def _rerank_trace(processed: PostProcessed) -> tuple[dict[str, Any], ...]:
+    def _rerank_trace(
+        processed: PostProcessed, reranker: RerankerReport | None = None
+    ) -> tuple[dict[str, Any], ...]:
         by_relevance = sorted(
             processed.ranked, key=lambda r: (-r.candidate.relevance, r.candidate.original_rank)
         )
         rank_before = {id(r): i for i, r in enumerate(by_relevance, 1)}
+        scores = reranker.scores if reranker is not None else {}
         return tuple(
             {
                 "document_id": r.evidence_key,
+                **(
+                    {"rerankerScore": round(scores[r.evidence_key], 6)}
+                    if r.evidence_key in scores
+                    else {}
+                ),
                 "relevance": round(r.candidate.relevance, 6),
                 "strength": round(r.candidate.evidence_strength, 6),
                 "finalScore": round(r.final_score, 6),

@@ -13,6 +13,7 @@ from lookup_knowledge.domain.projection import ProjectionBudgets
 from lookup_knowledge.domain.quality import QualityThresholds
 from lookup_knowledge.domain.relevance import RelevanceCalibration
 from lookup_knowledge.domain.rerank import RerankWeights
+from lookup_knowledge.domain.reranking import RerankerSettings
 from lookup_knowledge.domain.settings import RetrievalSettings
 
 
@@ -43,6 +44,8 @@ class LookupConfig:
     #: answered from BM25 alone (``rag.hybrid.bm25-only-when-unreadable``).
     bm25_only_when_unreadable: bool = True
     rerank: RerankWeights = field(default_factory=RerankWeights)
+    #: The optional reranker stage (``rag.rerank.provider`` and its keys); off by default.
+    reranker: RerankerSettings = field(default_factory=RerankerSettings)
     calibration: RelevanceCalibration = field(default_factory=RelevanceCalibration)
     context_char_budget: int = 4000
     context_min_excerpt_chars: int = 80

@@ -4,6 +4,7 @@
 
     check ids -> clean and check the query
     -> QueryTransformer (L0 hints) -> Retriever (filtered pass, unfiltered retry)
+    -> RerankerStage (only with a reranker configured; answered without it on failure)
     -> PostProcessor (rerank, sort, dedup, cap, return-n) -> Retriever.materialise
     -> Projector -> ContextPacker -> session domains -> Assembler (result, traces)
     -> the audit record, recorded before the result is returned
@@ -24,6 +25,7 @@ from lookup_knowledge.application.lookup.post_processor import PostProcessed, Po
 from lookup_knowledge.application.lookup.projector import Projector
 from lookup_knowledge.application.lookup.query import check_id, check_query, clean_query
 from lookup_knowledge.application.lookup.recording import invocation_record, record
+from lookup_knowledge.application.lookup.reranker_stage import RerankerReport, RerankerStage
 from lookup_knowledge.application.lookup.result import LookupResult
 from lookup_knowledge.application.lookup.retriever import Retrieval, Retriever
 from lookup_knowledge.application.ports import (
@@ -32,6 +34,7 @@ from lookup_knowledge.application.ports import (
     KnowledgeSearchPort,
     NoTelemetry,
     RecordOutcome,
+    Reranker,
     SessionState,
     Span,
     Telemetry,
@@ -62,6 +65,7 @@ class LookupKnowledge:
         embedder: Embedder | None = None,
         config: LookupConfig | None = None,
         telemetry: Telemetry | None = None,
+        reranker: Reranker | None = None,
     ) -> None:
         self._search = search
         self._transformer = transformer
@@ -71,6 +75,12 @@ class LookupKnowledge:
         self._embedder = embedder
         self._config = config or LookupConfig()
         self._telemetry = telemetry or NoTelemetry()
+        self._reranker = reranker
+        self._reranker_stage = (
+            RerankerStage(reranker=reranker, search=search, clock=clock, config=self._config)
+            if reranker is not None
+            else None
+        )
         self._retriever = Retriever(
             search=search, embedder=embedder, clock=clock, config=self._config
         )
@@ -94,6 +104,7 @@ class LookupKnowledge:
             embedder=self._embedder,
             config=config,
             telemetry=self._telemetry,
+            reranker=self._reranker,
         )
 
     def execute(
@@ -162,6 +173,7 @@ class LookupKnowledge:
         pack: ContextPack | None = None
         blocks: tuple[ProjectedBlock, ...] = ()
         error: LookupKnowledgeError | None = None
+        reranked: RerankerReport | None = None
         try:
             if input_error is not None:
                 raise InvalidInputError(input_error)
@@ -176,6 +188,11 @@ class LookupKnowledge:
                     call.query, hints, call.mode, category, call.access
                 )
                 timings.update(retrieval.timings_ms)
+                if retrieval.candidates and self._reranker_stage is not None:
+                    retrieval, reranked = self._reranker_stage.apply(
+                        call.query, retrieval, call.access
+                    )
+                    timings["rerank"] = reranked.duration_ms
                 if retrieval.candidates:
                     ranked = self._post_processor.process(retrieval, hints)
                     timings["postprocess"] = ranked.duration_ms
@@ -205,6 +222,7 @@ class LookupKnowledge:
             blocks=blocks,
             error=error,
             timings_ms=timings,
+            reranker=reranked,
         )
 
     def _session_domains(self, session_id: str, out: StageOutputs) -> tuple[str, ...]:

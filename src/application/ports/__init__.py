@@ -7,6 +7,7 @@
   ``WordStemmer``, ``ClaimJudge``, ``AnswerCheckStore``, ...)
 - ``analysis``: ``TextAnalyzer`` (the text analysis BM25 and the query share)
 - ``evaluation``: ``RankingMetrics``
+- ``reranking``: ``Reranker`` (an optional cross-encoder over HTTP)
 - ``runtime``: ``Clock``, ``Telemetry``
 
 Naming rule: a port is named for the role it plays, with no suffix
@@ -103,6 +104,7 @@ from lookup_knowledge.application.ports.ingest import (
     validate_doc_id,
     validate_source_name,
 )
+from lookup_knowledge.application.ports.reranking import Reranker
 from lookup_knowledge.application.ports.runtime import (
     Clock,
     NoTelemetry,
@@ -167,6 +169,7 @@ __all__ = [
     "QualitySummary",
     "RankingMetrics",
     "RecordOutcome",
+    "Reranker",
     "Run",
     "SearchCapabilities",
     "SessionEvidenceReader",
