@@ -93,3 +93,18 @@ class ProgressBar:
             task = self._progress.add_task(label, total=event.total)
             self._tasks[label] = task
         self._progress.update(task, completed=event.done, total=event.total)
+
+
+def refuse_beside_server(settings: Settings) -> None:
+    """An eval or a replay opens the Milvus Lite file itself and does not run through a
+    server: with one holding the file, say which and how to go on (``SearchStoreInUse``)."""
+    from lookup_knowledge.adapters.cli.context import server_holding_store
+    from lookup_knowledge.domain.errors import SearchStoreInUse
+
+    server = server_holding_store(settings)
+    if server is not None:
+        raise SearchStoreInUse(
+            f"the Milvus Lite file {server.lite_path} is held by {server.describe()}, and "
+            "an eval does not run through a server: stop it (Ctrl-C or SIGTERM) and run "
+            "the eval again, or give the eval another --data-dir"
+        )

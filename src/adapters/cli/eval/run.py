@@ -11,7 +11,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from lookup_knowledge.adapters.cli.eval.common import EMBEDDER_HELP, ProgressBar, SettingsLoader
+from lookup_knowledge.adapters.cli.eval.common import (
+    EMBEDDER_HELP,
+    ProgressBar,
+    SettingsLoader,
+    refuse_beside_server,
+)
 from lookup_knowledge.adapters.cli.render import console, print_json
 from lookup_knowledge.adapters.evaluation.configurations import (
     ATOMS,
@@ -289,6 +294,7 @@ def run(
         base.setdefault("rag.search-mode", "sparse")  # no embedder: a BM25-only collection
     loader = SettingsLoader(ctx, data_dir, embedder)
     plan = _plan(loader, beir, names, base, depth_overrides(return_n, retrieve_k), collection)
+    refuse_beside_server(plan.settings)
     err = console(stderr=True)
     _announce(err, beir, plan)
     with create_app(plan.settings) as lookup_app, ProgressBar(err) as bar:
