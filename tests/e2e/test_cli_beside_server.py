@@ -221,3 +221,56 @@ def test_a_clean_shutdown_removes_the_runtime_file(tmp_path: Path) -> None:
     process.terminate()
     process.wait(60)
     assert not (data_dir / "server.json").exists()
+
+
+def test_mcp_over_http_holds_one_conversation_and_serves_the_cli_beside_it(
+    tmp_path: Path,
+) -> None:
+    import socket
+
+    data_dir = tmp_path / "data"
+    _write(
+        tmp_path / "kb" / "database",
+        "failover.md",
+        "# Database failover\n\nTo fail over the primary PostgreSQL database, run "
+        "`pg_ctl promote` on the replica and repoint the db-primary DNS record.\n",
+    )
+    assert _cli(data_dir, "ingest", str(tmp_path / "kb")).returncode == 0
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    process = subprocess.Popen(
+        [CLI, "mcp", "--transport", "http", "--port", str(port)],
+        env=_env(data_dir),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while not (data_dir / "server.json").exists() or not _accepts(port):
+            assert time.monotonic() < deadline, "mcp --transport http did not start"
+            assert process.poll() is None, "mcp --transport http exited"
+            time.sleep(0.2)
+        found, check = anyio.run(_conversation, url)
+        assert found["found"]
+        assert check["verdict"] == "supported", check
+        looked = _cli(data_dir, "lookup", QUERY, "--session", "beside-mcp", "--json")
+        assert looked.returncode == 0, looked.stderr
+        assert "through lookup-knowledge mcp" in looked.stderr
+        listed = _cli(data_dir, "audit", "list", "--session", check["sessionId"], "--json")
+        assert [i["query"] for i in json.loads(listed.stdout)["items"]] == [QUERY]
+    finally:
+        process.terminate()
+        process.wait(60)
+    assert not (data_dir / "server.json").exists()
+
+
+def _accepts(port: int) -> bool:
+    import socket
+
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
