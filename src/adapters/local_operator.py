@@ -81,6 +81,7 @@ class LocalOperator:
             "lookup": self._lookup,
             "ingest": self._ingest,
             "health": self._health,
+            "eval": self._eval,
         }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -190,6 +191,13 @@ class LocalOperator:
             public=bool(body.get("public", False)),
         )
         return report.as_dict()
+
+    async def _eval(self, body: dict[str, Any]) -> dict[str, Any]:
+        import anyio
+
+        from lookup_knowledge.adapters.cli.eval.run import run_for_cli
+
+        return await anyio.to_thread.run_sync(run_for_cli, body)
 
     async def _health(self, _body: dict[str, Any]) -> dict[str, Any]:
         return (await self._lookup_app.ahealth()).as_dict()

@@ -165,7 +165,39 @@ def test_the_audit_commands_work_beside_the_running_server(server: dict[str, Any
     assert _cli(data_dir, "audit", "stats").returncode == 0
 
 
-def test_an_eval_beside_the_running_server_says_which_server_holds_the_store(
+def test_an_eval_runs_through_the_running_server(server: dict[str, Any]) -> None:
+    dataset = Path(__file__).parents[2] / "benchmarks" / "datasets" / "northwind-zh"
+    out = server["root"] / "eval-out"
+    ran = _cli(
+        server["data_dir"],
+        "eval",
+        "run",
+        str(dataset),
+        "--embedder",
+        "hashing",
+        "--limit-queries",
+        "2",
+        "--config",
+        "sparse",
+        "--chart",
+        "none",
+        "--out",
+        str(out),
+        "--json",
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert "through lookup-knowledge serve" in ran.stderr
+    report = json.loads(ran.stdout)
+    [configuration] = report["configurations"]
+    assert configuration["queries"] == 2
+    assert configuration["metrics"]["nDCG@10"] > 0
+    assert (out / f"{report['runId']}.json").exists()
+    # The server answers its own lookups as before.
+    looked = _cli(server["data_dir"], "lookup", QUERY, "--json")
+    assert looked.returncode == 0, looked.stderr
+
+
+def test_a_replay_beside_the_running_server_says_which_server_holds_the_store(
     server: dict[str, Any],
 ) -> None:
     replayed = _cli(server["data_dir"], "eval", "replay", "--session", "beside")

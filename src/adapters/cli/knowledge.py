@@ -202,10 +202,15 @@ def ingest(
 def _ingest_through(server: RunningServer, body: dict[str, object]) -> IngestReport:
     """``ingest`` run by the server that holds the Milvus Lite file (no progress bar)."""
     from lookup_knowledge.adapters.local_server import call_server
+
+    return ingest_report_from_dict(call_server(server, "ingest", body))
+
+
+def ingest_report_from_dict(data: dict[str, Any]) -> IngestReport:
+    """An ``IngestReport`` from its ``as_dict``."""
     from lookup_knowledge.application.ingest import IngestPlan, IngestReport
     from lookup_knowledge.application.ports import DocumentLoadFailure
 
-    data: dict[str, Any] = call_server(server, "ingest", body)
     plan = data.get("plan")
     return IngestReport(
         documents_seen=data["documentsSeen"],
