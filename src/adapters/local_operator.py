@@ -2,8 +2,9 @@
 
 ``LocalOperator`` wraps a server's ASGI app (``serve``'s, or ``mcp --transport http``'s)
 and answers the requests under ``/v1/local/`` itself: ``lookup``, ``ingest`` and
-``health``, on the server's own ``LookupApp`` (the process that holds the Milvus Lite
-file). Everything else goes to the wrapped app untouched.
+``health`` on the server's own ``LookupApp`` (the process that holds the Milvus Lite
+file), and ``eval`` (``eval run``) on a second app in this process with the eval's
+settings. Everything else goes to the wrapped app untouched.
 
 A request is accepted only from a loopback address and with the server's local secret
 (``Authorization: Bearer``, from ``server.json``); it acts with the rights of the CLI on

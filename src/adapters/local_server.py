@@ -2,8 +2,8 @@
 
 Milvus Lite opens its file in one process. While ``lookup-knowledge serve`` (or ``mcp
 --transport http``) holds it, a CLI command that needs the knowledge store on the same
-data directory (``lookup``, ``ingest``, ``health``) is sent through that server instead
-of opening the file itself:
+data directory (``lookup``, ``ingest``, ``health``, ``eval run``) is sent through that
+server instead of opening the file itself:
 
 * the server writes ``<data-dir>/server.json`` (mode 0600) once it listens: its URL, its
   pid, the Milvus Lite file it holds and a local secret made at start-up; it removes the
