@@ -249,9 +249,11 @@ def test_a_stale_runtime_file_of_a_killed_server_is_ignored(tmp_path: Path) -> N
 def test_a_clean_shutdown_removes_the_runtime_file(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     process, _ = _start_serve(data_dir)
-    assert (data_dir / "server.json").exists()
-    process.terminate()
-    process.wait(60)
+    try:
+        assert (data_dir / "server.json").exists()
+    finally:
+        process.terminate()
+        process.wait(60)
     assert not (data_dir / "server.json").exists()
 
 
