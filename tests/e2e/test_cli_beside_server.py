@@ -56,6 +56,15 @@ def _start_serve(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
         stdout=subprocess.DEVNULL,
         text=True,
     )
+    try:
+        return process, _ready_url(process)
+    except BaseException:
+        process.kill()  # never left running by a failed start
+        process.wait(60)
+        raise
+
+
+def _ready_url(process: subprocess.Popen[str]) -> str:
     assert process.stderr is not None
     line = process.stderr.readline()
     found = re.search(r"on (http://127\.0\.0\.1:\d+)/", line)
@@ -66,7 +75,7 @@ def _start_serve(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
         try:
             with urllib.request.urlopen(f"{url}/readyz", timeout=5) as ready:
                 if json.load(ready)["status"] == "ready":
-                    return process, url
+                    return url
         except OSError:
             pass
         assert time.monotonic() < deadline, "serve did not become ready"
