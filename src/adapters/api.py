@@ -27,7 +27,7 @@ from typing import Any, Literal, TypeVar
 
 from lookup_knowledge.adapters.config import Settings, load_settings
 from lookup_knowledge.adapters.container import Container
-from lookup_knowledge.application.answer_check import OwnedView
+from lookup_knowledge.application.answer_check import CheckAnswer, OwnedView
 from lookup_knowledge.application.evaluation import MEASURES, Replay, RunEval
 from lookup_knowledge.application.health import Health
 from lookup_knowledge.application.ingest import IngestProgress, IngestReport
@@ -499,6 +499,66 @@ class LookupApp:
                 session_id, answer, step_id=step_id, answer_format=fmt, persist=persist, view=view
             )
         return check
+
+    def check_answer_of_calls(
+        self,
+        answer: str | Sequence[Any] | Mapping[str, Any] | Any,
+        *,
+        session_prefix: str,
+        new_session_id: str,
+        principal: Principal | None,
+        scope: CallerScope | None = None,
+        answer_format: AnswerFormat | str | None = None,
+    ) -> AnswerCheck:
+        """Check an answer from a client that keeps no session (each of its calls is its
+        own audit session, named ``session_prefix`` + an id that sorts by time): the
+        sessions are found from the ids the answer cites, among ``principal``'s own
+        sessions of that prefix only (``CheckAnswer.sessions_cited``); the check runs on
+        their evidence together and is recorded in the one that showed most of the
+        cited ids (the newest on a tie). No cited id shown in one: the check runs on the
+        new, empty session ``new_session_id``. Another principal's session is never
+        read, named or written to."""
+        fmt = answer_format or (AnswerFormat.TEXT if isinstance(answer, str) else "anthropic")
+        with self._call():
+            owners = self.session_owners
+            use_case: CheckAnswer = self._container.check_answer()
+            sessions = use_case.sessions_cited(
+                answer,
+                session_prefix,
+                lambda session: owners.owns(session, principal),
+                answer_format=fmt,
+            )
+            session_id = sessions[0] if sessions else new_session_id
+            view = None
+            if scope is not None:
+                view = OwnedView(
+                    owns_session=bool(sessions),
+                    owns=lambda other: owners.owns(other, scope.principal),
+                )
+            check: AnswerCheck = use_case.execute(
+                session_id, answer, answer_format=fmt, view=view, linked_sessions=sessions
+            )
+        return check
+
+    async def acheck_answer_of_calls(
+        self,
+        answer: str | Sequence[Any] | Mapping[str, Any] | Any,
+        *,
+        session_prefix: str,
+        new_session_id: str,
+        principal: Principal | None,
+        scope: CallerScope | None = None,
+    ) -> AnswerCheck:
+        """``check_answer_of_calls`` for asyncio hosts: runs on the app's worker pool."""
+        call = partial(
+            self.check_answer_of_calls,
+            answer,
+            session_prefix=session_prefix,
+            new_session_id=new_session_id,
+            principal=principal,
+            scope=scope,
+        )
+        return await self._in_pool(call)
 
     async def acheck_answer(
         self,

@@ -24,8 +24,13 @@ session, so every MCP client session maps to one ``mcp-…`` session id:
 * otherwise the connection the server is serving: stdio (one client per process), the
   SDK's in-process client, SSE. The SDK enters the server lifespan once per served
   connection, so the lifespan state carries a fresh ``mcp-<uuid>`` and a call counter;
-* on stateless HTTP, and with the per-request MCP protocol (2026), no session exists at
-  all: each call gets its own id unless the request names its conversation (below).
+* on stateless HTTP, and with the per-request MCP protocol (2026) that the SDK's default
+  client negotiates, no session exists at all: each call gets its own id,
+  ``mcp-call-<uuid7>``, unless the request names its conversation (below). A
+  ``check_answer`` there finds its sessions from the ids the answer cites: the caller's
+  own ``mcp-call-`` sessions that were shown them (never another principal's). It checks
+  against their evidence together and is recorded in the one that showed most of the
+  cited ids, so a lookup and the check of the answer built on it share a session.
 
 A client that keeps one server for many conversations (a desktop app on stdio) names the
 conversation in the request's ``_meta``: ``{"lookup-knowledge/conversation-id": "c-42"}``
@@ -78,6 +83,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from lookup_knowledge.adapters.extras import require
@@ -97,6 +103,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from lookup_knowledge.adapters.api import LookupApp, create_app
 from lookup_knowledge.adapters.mcp_wire import GuardedLines, stdin_lines
 from lookup_knowledge.application.answer_check import answer_check_json
+from lookup_knowledge.application.ids import uuid7
 from lookup_knowledge.application.lookup.query import check_id
 from lookup_knowledge.application.session_owner import CallerScope
 from lookup_knowledge.application.tool import (
@@ -264,8 +271,26 @@ def _session_and_step(
         return f"{SESSION_PREFIX}{transport_session}", request_id
     if headers is not None:
         # HTTP without a session id: stateless, every request stands alone.
-        return f"{SESSION_PREFIX}{uuid.uuid4()}", request_id
+        return _call_session(), request_id
     return connection.session_id, connection.next_step()
+
+
+#: The audit sessions of stateless calls: one per call, ids that sort by time (uuid7).
+CALL_SESSION_PREFIX = f"{SESSION_PREFIX}call-"
+
+
+def _call_session() -> str:
+    return f"{CALL_SESSION_PREFIX}{uuid7(datetime.now(UTC))}"
+
+
+def _stateless(headers: Mapping[str, str] | None, conversation: str | None) -> bool:
+    """HTTP without a transport session and without a conversation id: every call is its
+    own audit session."""
+    return (
+        headers is not None
+        and conversation is None
+        and _header(headers, _TRANSPORT_SESSION_HEADER) is None
+    )
 
 
 def _session_of(
@@ -280,7 +305,7 @@ def _session_of(
     if transport_session is not None:
         return f"{SESSION_PREFIX}{transport_session}"
     if headers is not None:
-        return f"{SESSION_PREFIX}{uuid.uuid4()}"
+        return _call_session()
     return connection.session_id
 
 
@@ -495,9 +520,19 @@ def build_mcp_server(app: LookupApp, *, name: str = "lookup-knowledge") -> MCPSe
         request = ctx.request_context
         try:
             caller = principals.for_call(ctx.headers, request.meta)
-            session_id = _session_of(
-                ctx.headers, request.lifespan_context, _conversation(request.meta)
-            )
+            conversation = _conversation(request.meta)
+            if _stateless(ctx.headers, conversation):
+                # No session ties this call to the lookups: the ids the answer cites do,
+                # among the caller's own per-call sessions.
+                check = await app.acheck_answer_of_calls(
+                    answer,
+                    session_prefix=CALL_SESSION_PREFIX,
+                    new_session_id=_call_session(),
+                    principal=caller.principal,
+                    scope=caller.scope,
+                )
+                return _check_result(answer_check_json(check))
+            session_id = _session_of(ctx.headers, request.lifespan_context, conversation)
             check = await app.acheck_answer(session_id, answer, scope=caller.scope)
         except _BadConversation as error:
             return _check_result(
@@ -623,17 +658,21 @@ def serve_http(
     port: int = 8765,
     token: str | None = None,
     on_listening: Callable[[str], None] | None = None,
+    wrap: Callable[[ASGIApp, int], ASGIApp] | None = None,
 ) -> None:
     """Serve ``lookup_knowledge`` over streamable HTTP until interrupted (blocking).
 
     ``on_listening`` is called with the server's URL (``http://host:port/mcp``, the port
     the system gave when ``port`` is 0) once the socket is bound, before serving; a port
-    that cannot be bound is a ``ConfigurationError`` naming ``mcp.port``."""
+    that cannot be bound is a ``ConfigurationError`` naming ``mcp.port``. ``wrap`` wraps
+    the ASGI app once the port is known (the CLI's local operator endpoints)."""
     import uvicorn
 
     asgi = mcp_http_app(app, host=host, token=token)
     sock = _listen(host, port)
     bound_host, bound_port = sock.getsockname()[:2]
+    if wrap is not None:
+        asgi = wrap(asgi, bound_port)
     if on_listening is not None:
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host
         on_listening(f"http://{shown}:{bound_port}/mcp")

@@ -221,33 +221,25 @@ class CheckAnswer:
         answer_format: AnswerFormat | str = AnswerFormat.TEXT,
         persist: bool = True,
         view: OwnedView | None = None,
+        linked_sessions: Sequence[str] = (),
     ) -> AnswerCheck:
+        """``linked_sessions``: other sessions of the same caller whose evidence counts as
+        shown to this one (a stateless client, whose every call is its own session; see
+        ``sessions_cited``). The check is recorded in ``session_id``."""
         check_session_id(session_id)
         if step_id is not None and (not isinstance(step_id, str) or not 0 < len(step_id) <= 255):
             raise InvalidInputError("step_id must be a string of 1..255 characters")
-        try:
-            fmt = AnswerFormat(answer_format)
-        except ValueError:
-            raise InvalidInputError(
-                f"unknown answer format {answer_format!r}; use text or anthropic"
-            ) from None
-        if fmt is AnswerFormat.TEXT:
-            text = _answer_text(answer)
-            claims = split_claims(text, self._syntax)
-        else:
-            text, claims = claims_from_claude(claude_content(answer), self._syntax)
-            _answer_text(text)
-        if len(claims) > MAX_CLAIMS:
-            raise InvalidInputError(f"the answer has more than {MAX_CLAIMS} claims")
+        fmt, text, claims = self._claims(answer, answer_format)
 
         own = view is None or view.owns_session
         pending = 0
         if own:
-            self._recorder.flush(session_id, self._flush_timeout_s)
-            pending = self._recorder.pending_count(session_id)
+            for session in dict.fromkeys((session_id, *linked_sessions)):
+                self._recorder.flush(session, self._flush_timeout_s)
+                pending += self._recorder.pending_count(session)
         now = self._clock.now()
         cited = tuple(dict.fromkeys(d for c in claims for d in c.cited_ids))
-        statuses, texts = self._gather(session_id, cited, now, view)
+        statuses, texts = self._gather(session_id, cited, now, view, linked_sessions)
         stem = self._stemmer.stem
         cosines = self._cosines(claims, texts)
         verdicts = [
@@ -279,6 +271,59 @@ class CheckAnswer:
             self._store.save(check)
         return check
 
+    def sessions_cited(
+        self,
+        answer: object,
+        session_prefix: str,
+        owns: Callable[[str], bool],
+        *,
+        answer_format: AnswerFormat | str = AnswerFormat.TEXT,
+    ) -> tuple[str, ...]:
+        """The sessions an answer's citations come from: those whose id starts with
+        ``session_prefix``, that ``owns`` accepts (the caller's own: never another
+        principal's) and that were shown an id the answer cites. The session shown most
+        of the cited ids comes first, then the newest (the greatest id); each cited id
+        counts for its newest such session only. Empty when no cited id was shown in one.
+
+        For a client that keeps no session (MCP's stateless HTTP): every call is its own
+        audit session, and the ids an answer cites are what ties it to the lookups it was
+        built on."""
+        _, _, claims = self._claims(answer, answer_format)
+        cited = tuple(dict.fromkeys(d for c in claims for d in c.cited_ids))
+        if not cited:
+            return ()
+        found = self._evidence.newest_sessions_returning(cited, session_prefix)
+        verdict: dict[str, bool] = {}
+        counts: dict[str, int] = {}
+        for document_id in cited:
+            for session in found.get(document_id, ()):
+                if session not in verdict:
+                    verdict[session] = owns(session)
+                if verdict[session]:
+                    counts[session] = counts.get(session, 0) + 1
+                    break
+        # Most cited ids first, then the newest id (sorted descending on both keys).
+        return tuple(sorted(counts, key=lambda s: (counts[s], s), reverse=True))
+
+    def _claims(
+        self, answer: object, answer_format: AnswerFormat | str
+    ) -> tuple[AnswerFormat, str, tuple[Claim, ...]]:
+        try:
+            fmt = AnswerFormat(answer_format)
+        except ValueError:
+            raise InvalidInputError(
+                f"unknown answer format {answer_format!r}; use text or anthropic"
+            ) from None
+        if fmt is AnswerFormat.TEXT:
+            text = _answer_text(answer)
+            claims = split_claims(text, self._syntax)
+        else:
+            text, claims = claims_from_claude(claude_content(answer), self._syntax)
+            _answer_text(text)
+        if len(claims) > MAX_CLAIMS:
+            raise InvalidInputError(f"the answer has more than {MAX_CLAIMS} claims")
+        return fmt, text, claims
+
     # ------------------------------------------------------------------ inputs
 
     def _gather(
@@ -287,11 +332,18 @@ class CheckAnswer:
         cited: Sequence[str],
         now: datetime,
         view: OwnedView | None = None,
+        linked_sessions: Sequence[str] = (),
     ) -> tuple[dict[str, CitationVerdict], dict[str, list[EvidenceText]]]:
         if not cited:
             return {}, {}
         own = view is None or view.owns_session
         shown = self._evidence.shown_blocks(session_id, cited, now) if own else {}
+        for linked in linked_sessions if own else ():
+            rest = [d for d in cited if d not in shown]
+            if not rest:
+                break
+            if linked != session_id:
+                shown.update(self._evidence.shown_blocks(linked, rest, now))
         missing = [d for d in cited if d not in shown]
         elsewhere = self._elsewhere(session_id, missing, view)
         # A cited id the session's principal could not see is forbidden, even where

@@ -175,6 +175,32 @@ class SqlSessionEvidence(SessionEvidenceReader):
                 sessions.append(session)
         return {k: tuple(v) for k, v in found.items()}
 
+    def newest_sessions_returning(
+        self, document_ids: Sequence[str], session_prefix: str, limit: int = 50
+    ) -> dict[str, tuple[str, ...]]:
+        cited = normalise_cited(document_ids)
+        if not cited or not session_prefix:
+            return super().newest_sessions_returning(cited, session_prefix, limit)
+        self._pass_barrier(None)  # records of the calls just made, too
+        stmt = (
+            select(E.c.session_id, E.c.document_id)
+            .distinct()
+            .where(
+                E.c.document_id.in_(list(cited)),
+                E.c.session_id.startswith(session_prefix, autoescape=True),
+            )
+            .order_by(E.c.document_id, E.c.session_id.desc())
+        )
+        rows = _run(
+            self._engine, "finding the sessions of cited ids", lambda c: c.execute(stmt).all()
+        )
+        found: dict[str, list[str]] = {}
+        for session, document_id in rows:
+            sessions = found.setdefault(document_id, [])
+            if len(sessions) < limit:
+                sessions.append(session)
+        return {k: tuple(v) for k, v in found.items()}
+
 
 def _claim_row(check_id: uuid.UUID, claim: CheckedClaim) -> dict[str, Any]:
     support = claim.support

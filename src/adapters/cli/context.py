@@ -20,7 +20,8 @@ from lookup_knowledge.domain.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from lookup_knowledge.adapters.api import LookupApp
-    from lookup_knowledge.adapters.config import LoadedSettings
+    from lookup_knowledge.adapters.config import LoadedSettings, Settings
+    from lookup_knowledge.adapters.local_server import RunningServer
 
 
 @dataclass
@@ -118,6 +119,32 @@ def open_audit_app(extra: dict[str, object] | None = None) -> LookupApp:
     from lookup_knowledge.adapters.api import create_app
 
     return create_app(load(extra).settings, eager=False)
+
+
+def server_holding_store(settings: Settings) -> RunningServer | None:
+    """The live server (``<data-dir>/server.json``) that holds the Milvus Lite file these
+    settings open: the commands that need the knowledge store go through it, since Lite
+    opens a file in one process. None when there is none (or these settings open no
+    Lite file, or another one)."""
+    from lookup_knowledge.adapters.local_server import held_lite_path, running_server
+
+    lite = held_lite_path(settings.search.backend.value, settings.milvus_uri)
+    if lite is None:
+        return None
+    server = running_server(settings.data_dir)
+    if server is None or server.lite_path != lite:
+        return None
+    return server
+
+
+def store_server() -> RunningServer | None:
+    """``server_holding_store`` on the loaded settings; says on stderr when one is used."""
+    from lookup_knowledge.adapters.cli.render import error_line
+
+    server = server_holding_store(load().settings)
+    if server is not None:
+        error_line(f"note: through {server.describe()}, which holds the Milvus Lite file")
+    return server
 
 
 def parse_when(value: str | None, name: str) -> datetime | None:

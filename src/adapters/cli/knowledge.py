@@ -12,7 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from lookup_knowledge.adapters.cli.context import open_app
+from lookup_knowledge.adapters.cli.context import open_app, store_server
 from lookup_knowledge.adapters.cli.render import (
     add_row,
     console,
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from lookup_knowledge.adapters.api import LookupApp
+    from lookup_knowledge.adapters.local_server import RunningServer
     from lookup_knowledge.application.ingest import IngestProgress, IngestReport
     from lookup_knowledge.application.lookup import LookupResult
 
@@ -143,20 +144,39 @@ def ingest(
         category = _category(category, "--category")
     groups = list(allowed_group or ())
     _access_options(tenant, groups, public)
-    with open_app() as lookup_app:
-        report = run_ingest(
-            lookup_app,
-            paths,
-            category=category,
-            root=root,
-            doc_id=doc_id,
-            sync=sync,
-            source_name=source_name,
-            dry_run=dry_run,
-            tenant=tenant,
-            allowed_groups=groups,
-            public=public,
+    server = store_server()
+    if server is not None:
+        report = _ingest_through(
+            server,
+            {
+                # The server resolves nothing against its own working directory.
+                "paths": [str(p.resolve()) for p in paths],
+                "category": category,
+                "root": None if root is None else str(root.resolve()),
+                "doc_id": doc_id,
+                "sync": sync,
+                "source_name": source_name,
+                "dry_run": dry_run,
+                "tenant": tenant,
+                "allowed_groups": groups,
+                "public": public,
+            },
         )
+    else:
+        with open_app() as lookup_app:
+            report = run_ingest(
+                lookup_app,
+                paths,
+                category=category,
+                root=root,
+                doc_id=doc_id,
+                sync=sync,
+                source_name=source_name,
+                dry_run=dry_run,
+                tenant=tenant,
+                allowed_groups=groups,
+                public=public,
+            )
     if as_json:
         print_json(report.as_dict())
     else:
@@ -177,6 +197,47 @@ def ingest(
         error_line(f"failed {failure.source}: {reason}")
     if report.failures:
         raise typer.Exit(1)
+
+
+def _ingest_through(server: RunningServer, body: dict[str, object]) -> IngestReport:
+    """``ingest`` run by the server that holds the Milvus Lite file (no progress bar)."""
+    from lookup_knowledge.adapters.local_server import call_server
+
+    return ingest_report_from_dict(call_server(server, "ingest", body))
+
+
+def ingest_report_from_dict(data: dict[str, Any]) -> IngestReport:
+    """An ``IngestReport`` from its ``as_dict``."""
+    from lookup_knowledge.application.ingest import IngestPlan, IngestReport
+    from lookup_knowledge.application.ports import DocumentLoadFailure
+
+    plan = data.get("plan")
+    return IngestReport(
+        documents_seen=data["documentsSeen"],
+        added=data["added"],
+        updated=data["updated"],
+        unchanged=data["unchanged"],
+        empty=data["empty"],
+        deleted=data["deleted"],
+        chunks_written=data["chunksWritten"],
+        chunks_deleted=data["chunksDeleted"],
+        failures=tuple(
+            DocumentLoadFailure(f["source"], f["reason"], f.get("docId"))
+            for f in data.get("failures", [])
+        ),
+        duration_ms=data.get("durationMs", 0.0),
+        source_name=data.get("sourceName", ""),
+        dry_run=data.get("dryRun", False),
+        plan=None
+        if plan is None
+        else IngestPlan(
+            added=tuple(plan["added"]),
+            updated=tuple(plan["updated"]),
+            deleted=tuple(plan["deleted"]),
+            conflicts=tuple((c["docId"], c["owner"]) for c in plan.get("conflicts", [])),
+        ),
+        notices=tuple(data.get("notices", ())),
+    )
 
 
 def _access_options(tenant: str | None, groups: Sequence[str], public: bool) -> None:
@@ -278,30 +339,63 @@ def lookup(
     if tool_call_id is not None and not tool_call_id.strip():
         raise typer.BadParameter("must not be empty or blank", param_hint="'--tool-call-id'")
     principal = principal_options(tenant, user, list(group or ()))
-    with open_app() as lookup_app:
-        if (mode or lookup_app.settings.rag.search_mode).needs_query_vector:
-            # The model loads while the Lite file opens (a sparse lookup needs no model).
-            lookup_app.warm()
-        result = lookup_app.lookup_result(
-            query,
-            session_id=session,
-            step_id=step,
-            mode=mode,
-            category=category,
-            tool_call_id=tool_call_id,
-            principal=principal,
+    server = store_server()
+    if server is not None:
+        from lookup_knowledge.adapters.local_server import call_server
+
+        answer: dict[str, Any] = call_server(
+            server,
+            "lookup",
+            {
+                "query": query,
+                "session_id": session,
+                "step_id": step,
+                "mode": None if mode is None else mode.value,
+                "category": category,
+                "tool_call_id": tool_call_id,
+                "principal": None
+                if principal is None
+                else {
+                    "tenant": principal.tenant,
+                    "user": principal.user,
+                    "groups": sorted(principal.groups),
+                },
+                "format": output.value,
+            },
         )
-    failed = result.error_code is not None
+        tool_json, error_code = answer["toolJson"], answer["errorCode"]
+        error_message = answer.get("errorMessage") or answer["message"]
+        formatted = answer.get("formatted", tool_json)
+    else:
+        with open_app() as lookup_app:
+            if (mode or lookup_app.settings.rag.search_mode).needs_query_vector:
+                # The model loads while the Lite file opens (a sparse lookup needs no model).
+                lookup_app.warm()
+            result = lookup_app.lookup_result(
+                query,
+                session_id=session,
+                step_id=step,
+                mode=mode,
+                category=category,
+                tool_call_id=tool_call_id,
+                principal=principal,
+            )
+        tool_json, error_code = result.to_tool_json(), result.error_code
+        error_message = result.error_message
+        formatted = (
+            None if output is OutputFormat.TEXT else _formatted(result, output, tool_call_id)
+        )
+    failed = error_code is not None
     if output is OutputFormat.TEXT:
         if not failed:
-            show_lookup(console(), result.to_tool_json())
+            show_lookup(console(), tool_json)
     else:
-        print_json(_formatted(result, output, tool_call_id))
+        print_json(formatted)
     if failed:
         # The tool message tells an agent what to do; a person reads what went wrong.
-        error_line(f"error: Knowledge lookup failed ({result.error_code}): {result.error_message}")
+        error_line(f"error: Knowledge lookup failed ({error_code}): {error_message}")
         # recorded either way; a query the tool refuses is the caller's input to fix
-        raise typer.Exit(2 if result.error_code == InvalidInputError.code else 1)
+        raise typer.Exit(2 if error_code == InvalidInputError.code else 1)
 
 
 def _formatted(result: LookupResult, output: OutputFormat, tool_call_id: str | None) -> object:
@@ -322,8 +416,18 @@ def health(
 ) -> None:
     """Check that lookups can be answered and recorded now: the knowledge search (Milvus),
     the audit store and its spool. Exits 0 when all are healthy, 1 otherwise."""
-    with open_app() as lookup_app:
-        report = lookup_app.health()
+    server = store_server()
+    if server is not None:
+        from lookup_knowledge.adapters.local_server import call_server
+        from lookup_knowledge.application.health import ComponentHealth, Health
+
+        data: dict[str, Any] = call_server(server, "health", {})
+        report = Health(
+            tuple(ComponentHealth(c["name"], c["ok"], c["detail"]) for c in data["components"])
+        )
+    else:
+        with open_app() as lookup_app:
+            report = lookup_app.health()
     if as_json:
         print_json(report.as_dict())
     else:

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import sys
 from enum import StrEnum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from lookup_knowledge.adapters.cli.context import open_app
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp
+
+    from lookup_knowledge.adapters.local_server import RunningServer
 
 
 class Transport(StrEnum):
@@ -28,6 +33,13 @@ def mcp(
     ] = None,
 ) -> None:
     """Serve lookup_knowledge(query) to MCP clients (stdio, or HTTP with mcp.token off loopback)."""
+    from lookup_knowledge.adapters.local_operator import LocalOperator
+    from lookup_knowledge.adapters.local_server import (
+        announce,
+        held_lite_path,
+        loopback_url,
+        remove_runtime_file,
+    )
     from lookup_knowledge.adapters.mcp_server import serve_http, serve_stdio
 
     with open_app() as lookup_app:
@@ -36,13 +48,39 @@ def mcp(
             serve_stdio(lookup_app)
             return
         settings = lookup_app.settings
-        serve_http(
-            lookup_app,
-            host=host or settings.mcp.host,
-            port=settings.mcp.port if port is None else port,
-            token=settings.mcp_token,
-            on_listening=_announce,
-        )
+        bind_host = host or settings.mcp.host
+        announced: list[RunningServer] = []
+
+        def local_operator(asgi: ASGIApp, bound_port: int) -> ASGIApp:
+            # The CLI on this data directory goes through this process (server.json).
+            running = announce(
+                settings.data_dir,
+                url=loopback_url(bind_host, bound_port),
+                kind="mcp",
+                lite_path=held_lite_path(settings.search.backend.value, settings.milvus_uri),
+            )
+            if running is None:
+                return asgi
+            announced.append(running)
+            return LocalOperator(
+                asgi,
+                lookup_app,
+                running,
+                on_shutdown=lambda: remove_runtime_file(settings.data_dir, running),
+            )
+
+        try:
+            serve_http(
+                lookup_app,
+                host=bind_host,
+                port=settings.mcp.port if port is None else port,
+                token=settings.mcp_token,
+                on_listening=_announce,
+                wrap=local_operator,
+            )
+        finally:
+            for running in announced:
+                remove_runtime_file(settings.data_dir, running)
 
 
 def _announce(url: str) -> None:

@@ -2,7 +2,8 @@
 process (uvicorn), on ``server.host``:``server.port`` (127.0.0.1:8787 by default).
 
 Under a process manager run it in the foreground (it logs to stderr and stops cleanly
-on SIGTERM, finishing the calls in flight). A bind other than loopback needs
+on SIGTERM, finishing the calls in flight). While it runs, ``<data-dir>/server.json``
+lets the CLI on the same data directory work through it (``local_server``). A bind other than loopback needs
 ``server.auditor-token`` and ``server.agent-token``.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import socket
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -35,6 +36,13 @@ def serve(
 
     from lookup_knowledge.adapters.api import create_app
     from lookup_knowledge.adapters.http import create_http_app
+    from lookup_knowledge.adapters.local_operator import LocalOperator
+    from lookup_knowledge.adapters.local_server import (
+        announce,
+        held_lite_path,
+        loopback_url,
+        remove_runtime_file,
+    )
 
     extra: dict[str, object] = {}
     if host is not None:
@@ -46,9 +54,23 @@ def serve(
     sock = _bind(server_settings.host, server_settings.port)
     with create_app(settings) as lookup_app:
         lookup_app.warm(background=True)  # the first request does not open the model
-        app = create_http_app(lookup_app, settings)
+        app: Any = create_http_app(lookup_app, settings)
         bound_host, bound_port = sock.getsockname()[:2]
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+        # The CLI on this data directory goes through this process (server.json).
+        announced = announce(
+            settings.data_dir,
+            url=loopback_url(bound_host, bound_port),
+            kind="serve",
+            lite_path=held_lite_path(settings.search.backend.value, settings.milvus_uri),
+        )
+        if announced is not None:
+            app = LocalOperator(
+                app,
+                lookup_app,
+                announced,
+                on_shutdown=lambda: remove_runtime_file(settings.data_dir, announced),
+            )
         sys.stderr.write(f"lookup-knowledge console and API on http://{shown}:{bound_port}/\n")
         sys.stderr.flush()
         config = uvicorn.Config(
@@ -59,7 +81,11 @@ def serve(
             server_header=False,
             timeout_graceful_shutdown=30,
         )
-        uvicorn.Server(config).run(sockets=[sock])
+        try:
+            uvicorn.Server(config).run(sockets=[sock])
+        finally:
+            if announced is not None:
+                remove_runtime_file(settings.data_dir, announced)
 
 
 def _bind(host: str, port: int) -> socket.socket:

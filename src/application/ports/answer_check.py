@@ -78,6 +78,21 @@ class SessionEvidenceReader(ABC):
     ) -> dict[str, tuple[str, ...]]:
         """For each id: up to ``limit`` other sessions it was returned to (sorted)."""
 
+    def newest_sessions_returning(
+        self, document_ids: Sequence[str], session_prefix: str, limit: int = 50
+    ) -> dict[str, tuple[str, ...]]:
+        """For each id: up to ``limit`` sessions whose id starts with ``session_prefix``
+        that it was returned to, the greatest id first (ids that sort by creation time,
+        such as ``<prefix><uuid7>``: the newest first). The default reads every session
+        through ``sessions_returning``; a store overrides it with one query."""
+        found = self.sessions_returning(document_ids, "", limit=2**31 - 1)
+        out: dict[str, tuple[str, ...]] = {}
+        for document_id, sessions in found.items():
+            mine = sorted((s for s in sessions if s.startswith(session_prefix)), reverse=True)
+            if mine:
+                out[document_id] = tuple(mine[:limit])
+        return out
+
 
 class CurrentChunkText(ABC):
     """A block's current text in the knowledge store, by document_id."""

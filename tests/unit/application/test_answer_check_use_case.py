@@ -463,3 +463,42 @@ def test_a_citation_the_sessions_principal_could_not_see_is_forbidden(
         "db#chunk-9: not visible to this session's principal (forbidden by access control)",
     )
     assert check.verdict is Verdict.INVALID_CITATION
+
+
+# ------------------------------------------------------------------ stateless clients
+
+
+def test_an_answers_sessions_are_found_from_the_ids_it_cites_among_the_callers_own(
+    clock: FakeClock,
+) -> None:
+    """A client that keeps no session makes each call its own session: the ids its answer
+    cites name them; the one that showed most of them comes first, then the newest; a
+    session the caller does not own is never among them."""
+    shown = FakeSessionEvidence()
+    at = clock.now()
+    shown.show("call-01", "db#chunk-0", POOL, at)
+    shown.show("call-02", "ops#chunk-0", FAILOVER, at)
+    shown.show("call-03", "db#chunk-0", POOL, at)  # the same block, shown again later
+    shown.show("call-03", "ops#chunk-0", FAILOVER, at)
+    shown.show("call-09", "db#chunk-0", POOL, at)  # newest, but another principal's
+    shown.show("rest-1", "db#chunk-0", POOL, at)  # not a per-call session
+    answer = "PgBouncer keeps 20 server connections per pool [db#chunk-0]. " + (
+        "Failover takes about two minutes [ops#chunk-0]."
+    )
+    use_case = checker(shown, clock)
+    mine = use_case.sessions_cited(answer, "call-", lambda s: s != "call-09")
+    assert mine == ("call-03",)
+    assert use_case.sessions_cited("Nothing cited here.", "call-", lambda s: True) == ()
+
+
+def test_a_check_counts_what_its_linked_sessions_were_shown(
+    evidence: FakeSessionEvidence, clock: FakeClock
+) -> None:
+    store = InMemoryAnswerCheckStore()
+    answer = "PgBouncer keeps 20 server connections per pool [db#chunk-0]. Vacuum runs nightly [db#chunk-9]."
+    alone = checker(evidence, clock, store).execute("s-1", answer)
+    assert alone.verdict is Verdict.INVALID_CITATION
+    linked = checker(evidence, clock, store).execute("s-1", answer, linked_sessions=("s-2",))
+    assert [c.verdict for c in linked.claims] == [Verdict.SUPPORTED, Verdict.SUPPORTED]
+    assert linked.session_id == "s-1"
+    assert store.get_check(linked.id).session_id == "s-1"

@@ -40,16 +40,19 @@ class SettingsLoader:
     ``--data-dir`` (it wins) and ``--embedder``, then per call the overrides and the
     collection."""
 
-    ctx: typer.Context
+    ctx: typer.Context | None
     data_dir: Path | None
     embedder: str | None
+    #: The root options when there is no ``ctx`` (an eval a server runs for the CLI).
+    root_params: dict[str, Any] | None = None
 
     def load(
         self, overrides: dict[str, object] | None = None, collection: str | None = None
     ) -> Settings:
         from lookup_knowledge.adapters.config import load_settings
 
-        root = _root_params(self.ctx)
+        root = self.root_params if self.ctx is None else _root_params(self.ctx)
+        root = root or {}
         values: dict[str, object] = {}
         directory = self.data_dir or root.get("data_dir")
         if directory is not None:
@@ -93,3 +96,19 @@ class ProgressBar:
             task = self._progress.add_task(label, total=event.total)
             self._tasks[label] = task
         self._progress.update(task, completed=event.done, total=event.total)
+
+
+def refuse_beside_server(settings: Settings) -> None:
+    """A replay opens the Milvus Lite file itself and does not run through a server (an
+    ``eval run`` does): with one holding the file, say which and how to go on
+    (``SearchStoreInUse``)."""
+    from lookup_knowledge.adapters.cli.context import server_holding_store
+    from lookup_knowledge.domain.errors import SearchStoreInUse
+
+    server = server_holding_store(settings)
+    if server is not None:
+        raise SearchStoreInUse(
+            f"the Milvus Lite file {server.lite_path} is held by {server.describe()}, and "
+            "eval replay does not run through a server: stop it (Ctrl-C or SIGTERM) and "
+            "replay again, or give the replay another --data-dir"
+        )

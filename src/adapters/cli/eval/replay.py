@@ -9,7 +9,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from lookup_knowledge.adapters.cli.context import parse_when
-from lookup_knowledge.adapters.cli.eval.common import EMBEDDER_HELP, ProgressBar, SettingsLoader
+from lookup_knowledge.adapters.cli.eval.common import (
+    EMBEDDER_HELP,
+    ProgressBar,
+    SettingsLoader,
+    refuse_beside_server,
+)
 from lookup_knowledge.adapters.cli.render import console, error_line, print_json
 from lookup_knowledge.adapters.evaluation.configurations import parse_set_options
 from lookup_knowledge.application.evaluation import (
@@ -110,6 +115,7 @@ def replay(
     settings = SettingsLoader(ctx, data_dir, embedder).load(
         parse_set_options(set_ or []), collection=collection
     )
+    refuse_beside_server(settings)
     with create_app(settings) as lookup_app, ProgressBar(console(stderr=True)) as bar:
         report = lookup_app.replayer().execute(
             selection, settings.to_lookup_config(), threshold=threshold, progress=bar

@@ -7,12 +7,18 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from lookup_knowledge.adapters.cli.eval.common import EMBEDDER_HELP, ProgressBar, SettingsLoader
-from lookup_knowledge.adapters.cli.render import console, print_json
+from lookup_knowledge.adapters.cli.context import server_holding_store
+from lookup_knowledge.adapters.cli.eval.common import (
+    EMBEDDER_HELP,
+    ProgressBar,
+    SettingsLoader,
+    _root_params,
+)
+from lookup_knowledge.adapters.cli.render import console, error_line, print_json
 from lookup_knowledge.adapters.evaluation.configurations import (
     ATOMS,
     PRESETS,
@@ -22,6 +28,7 @@ from lookup_knowledge.adapters.evaluation.configurations import (
     expand,
     parse_set_options,
 )
+from lookup_knowledge.adapters.local_server import call_server
 from lookup_knowledge.application.evaluation import EvalConfiguration
 from lookup_knowledge.domain.errors import InvalidInputError
 
@@ -31,6 +38,7 @@ if TYPE_CHECKING:
     from lookup_knowledge.adapters.config import Settings
     from lookup_knowledge.adapters.evaluation.beir import BeirDataset
     from lookup_knowledge.application.evaluation import EvalReport
+    from lookup_knowledge.application.evaluation.values import CalibrationBin
 
 
 class ChartFormat(StrEnum):
@@ -315,13 +323,148 @@ def run(
     plan = _plan(loader, beir, names, base, depth_overrides(return_n, retrieve_k), collection)
     err = console(stderr=True)
     _announce(err, beir, plan)
-    with create_app(plan.settings) as lookup_app, ProgressBar(err) as bar:
-        report = lookup_app.eval_runner().execute(
-            dataset_run, plan.configurations, progress=bar, ingest=not skip_ingest
+    server = server_holding_store(plan.settings)
+    if server is not None:
+        # The server holds the Milvus Lite file: it runs the eval (no progress bar).
+        error_line(f"note: through {server.describe()}, which holds the Milvus Lite file")
+        root = _root_params(ctx)
+        answer: dict[str, Any] = call_server(
+            server,
+            "eval",
+            {
+                "dataset": str(dataset.resolve()),
+                "split": split,
+                "qrels": None if qrels is None else str(qrels.resolve()),
+                "limit_queries": limit_queries,
+                "corpus_sample": corpus_sample,
+                "title_in_text": title_in_text,
+                "names": names,
+                "base": base,
+                "depth": depth_overrides(return_n, retrieve_k),
+                "collection": collection,
+                "config_file": None if root.get("config") is None else str(root["config"]),
+                "data_dir": str(plan.settings.data_dir),
+                "embedder": embedder,
+                "skip_ingest": skip_ingest,
+                "unanswerable": [str(p.resolve()) for p in unanswerable or ()],
+            },
         )
-    data = _run_data(plan, beir, report, [str(p) for p in unanswerable or ()])
+        report, data = eval_report_from_dict(answer["report"]), answer["data"]
+    else:
+        with create_app(plan.settings) as lookup_app, ProgressBar(err) as bar:
+            report = lookup_app.eval_runner().execute(
+                dataset_run, plan.configurations, progress=bar, ingest=not skip_ingest
+            )
+        data = _run_data(plan, beir, report, [str(p) for p in unanswerable or ()])
     written = _write_reports(data, report, out or plan.settings.data_dir / "eval", chart)
     if as_json:
         print_json(data)
     else:
         _show_run(report, written)
+
+
+def run_for_cli(body: dict[str, Any]) -> dict[str, Any]:
+    """``eval run`` as the CLI beside this server asked for it (``run`` sends ``body``):
+    in this process, which holds the Milvus Lite file, with a second app on the eval's
+    settings (it shares the file with the server's own). The report and the data of
+    ``<run>.json``; the CLI writes the files and prints."""
+    from lookup_knowledge.adapters.api import create_app
+    from lookup_knowledge.adapters.evaluation.beir import load_beir, load_unanswerable
+
+    qrels = body.get("qrels")
+    beir = load_beir(
+        Path(body["dataset"]),
+        split=body.get("split"),
+        qrels_file=None if qrels is None else Path(qrels),
+        limit_queries=body.get("limit_queries"),
+        corpus_sample=body.get("corpus_sample"),
+        title_in_text=bool(body.get("title_in_text")),
+    )
+    loader = SettingsLoader(
+        None,
+        Path(body["data_dir"]),
+        body.get("embedder"),
+        root_params={"config": body.get("config_file")},
+    )
+    plan = _plan(
+        loader,
+        beir,
+        list(body["names"]),
+        dict(body["base"]),
+        dict(body["depth"]),
+        body.get("collection"),
+    )
+    unanswerable = [Path(p) for p in body.get("unanswerable") or ()]
+    dataset_run = beir.dataset
+    if unanswerable:
+        dataset_run = replace(beir.dataset, unanswerable=load_unanswerable(unanswerable))
+    with create_app(plan.settings) as lookup_app:
+        report = lookup_app.eval_runner().execute(
+            dataset_run, plan.configurations, ingest=not body.get("skip_ingest")
+        )
+    data = _run_data(plan, beir, report, [str(p) for p in unanswerable])
+    return {"report": report.as_dict(), "data": data}
+
+
+def eval_report_from_dict(data: dict[str, Any]) -> EvalReport:
+    """An ``EvalReport`` from its ``as_dict`` (figures rounded as there)."""
+    from datetime import datetime
+
+    from lookup_knowledge.adapters.cli.knowledge import ingest_report_from_dict
+    from lookup_knowledge.application.evaluation import EvalReport
+    from lookup_knowledge.application.evaluation.values import (
+        ConfigurationResult,
+        QueryResult,
+    )
+
+    return EvalReport(
+        run_id=data["runId"],
+        dataset=data["dataset"],
+        started_at=datetime.fromisoformat(data["startedAt"]),
+        finished_at=datetime.fromisoformat(data["finishedAt"]),
+        measures=tuple(data["measures"]),
+        ingest=None if data["ingest"] is None else ingest_report_from_dict(data["ingest"]),
+        configurations=tuple(
+            ConfigurationResult(
+                name=c["name"],
+                session_id=c["sessionId"],
+                changes=c["changes"],
+                settings=c["settings"],
+                queries=c["queries"],
+                metrics=c["metrics"],
+                distinct_documents=c["distinctDocumentsPerResult"],
+                blocks=c["blocksPerResult"],
+                no_evidence_rate=c["noEvidenceRate"],
+                error_rate=c["errorRate"],
+                latency_p50_ms=c["latencyP50Ms"],
+                latency_p95_ms=c["latencyP95Ms"],
+                first_error=c["firstError"],
+                per_query=tuple(
+                    QueryResult(
+                        query_id=q["queryId"],
+                        invocation_id=q["invocationId"],
+                        status=q["status"],
+                        duration_ms=q["durationMs"],
+                        documents=tuple(q["documents"]),
+                        blocks=q["blocks"],
+                        metrics=q["metrics"],
+                    )
+                    for q in c.get("perQuery", ())
+                ),
+                found_rate=c.get("foundRate", 0.0),
+                abstention_rate=c.get("abstentionRate"),
+                unanswerable_queries=c.get("unanswerableQueries", 0),
+                calibration=tuple(_calibration_bin(b) for b in c.get("calibration", ())),
+                unanswerable=tuple((u["queryId"], u["status"]) for u in c.get("unanswerable", ())),
+            )
+            for c in data["configurations"]
+        ),
+    )
+
+
+def _calibration_bin(data: dict[str, Any]) -> CalibrationBin:
+    """A ``CalibrationBin`` from its ``as_dict`` (``"0.2-0.3"``)."""
+    from lookup_knowledge.application.evaluation.values import CalibrationBin
+
+    low, high = (float(edge) for edge in str(data["bin"]).split("-"))
+    return CalibrationBin(low, high, int(data["blocks"]), int(data["relevant"]))
