@@ -69,21 +69,24 @@ def console_router(
         request.state.console = console
 
     router = APIRouter(include_in_schema=False, dependencies=[Depends(attach)])
-    get = {"methods": ["GET"], "response_class": Response}
-    router.add_api_route("/static/console.css", stylesheet, **get)
-    router.add_api_route("/", sessions, **get)
-    router.add_api_route("/sessions/{session_id:path}/export.jsonl", export_jsonl, **get)
-    router.add_api_route("/sessions/{session_id:path}/export.csv", export_csv, **get)
+    _get(router, "/static/console.css", stylesheet)
+    _get(router, "/", sessions)
+    _get(router, "/sessions/{session_id:path}/export.jsonl", export_jsonl)
+    _get(router, "/sessions/{session_id:path}/export.csv", export_csv)
     # A session id may hold "/": the path converter takes it whole (after the exports).
-    router.add_api_route("/sessions/{session_id:path}", session, **get)
-    router.add_api_route("/invocations/{invocation_id}", invocation, **get)
-    router.add_api_route("/checks/{check_id}", check_page, **get)
-    router.add_api_route("/quality", quality, **get)
-    router.add_api_route("/eval/{run_id}/report.html", eval_report, **get)
-    router.add_api_route("/login", login_form, **get)
+    _get(router, "/sessions/{session_id:path}", session)
+    _get(router, "/invocations/{invocation_id}", invocation)
+    _get(router, "/checks/{check_id}", check_page)
+    _get(router, "/quality", quality)
+    _get(router, "/eval/{run_id}/report.html", eval_report)
+    _get(router, "/login", login_form)
     router.add_api_route("/login", login, methods=["POST"], response_class=Response)
     router.add_api_route("/logout", logout, methods=["POST"], response_class=Response)
     return router
+
+
+def _get(router: APIRouter, path: str, endpoint: Any) -> None:
+    router.add_api_route(path, endpoint, methods=["GET"], response_class=Response)
 
 
 def stylesheet() -> Response:

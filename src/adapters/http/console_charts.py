@@ -44,8 +44,8 @@ def nice_top(value: float, percent: bool) -> float:
         return 1.0
     if percent and value > 0.5:
         return 1.0
-    power = 10 ** math.floor(math.log10(value))
-    for step in (1, 2, 2.5, 5, 10):
+    power: float = 10.0 ** math.floor(math.log10(value))
+    for step in (1.0, 2.0, 2.5, 5.0, 10.0):
         if value <= step * power:
             return step * power
     return 10 * power  # pragma: no cover - the loop ends at 10

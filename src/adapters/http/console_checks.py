@@ -114,8 +114,10 @@ def _rebuilt(console: Console, s: ShownEvidence) -> str | None:
 
 
 def _claim_view(claim: CheckedClaim, texts: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    signals = dict(claim.signals)
-    span = signals.get("span") if isinstance(signals.get("span"), dict) else None
+    signals: dict[str, Any] = dict(claim.signals)
+    span: dict[str, Any] | None = (
+        signals.get("span") if isinstance(signals.get("span"), dict) else None
+    )
     if span is None and claim.support is not None:
         span = {
             "document_id": claim.support.document_id,
@@ -130,7 +132,7 @@ def _claim_view(claim: CheckedClaim, texts: dict[str, dict[str, Any]]) -> dict[s
             block["parts"] = _highlight(shown["text"], span, cited.document_id)
         blocks.append(block)
     judge = signals.get("judge") if isinstance(signals.get("judge"), dict) else None
-    quotes = signals.get("quotes") if isinstance(signals.get("quotes"), list) else []
+    quotes: list[Any] = signals["quotes"] if isinstance(signals.get("quotes"), list) else []
     return {
         "claim": claim,
         "blocks": blocks,

@@ -80,7 +80,7 @@ def near_misses(
     why) and the candidates ranked but not returned."""
     if detail.summary.status != "no_evidence":
         return None
-    counts = trace.get("counts") if isinstance(trace.get("counts"), dict) else {}
+    counts: dict[str, Any] = trace["counts"] if isinstance(trace.get("counts"), dict) else {}
     passes = _dicts(trace.get("passes"))
     return {
         "hits": sum(p.get("hits") or 0 for p in passes if isinstance(p.get("hits"), int)),
