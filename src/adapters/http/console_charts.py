@@ -23,6 +23,7 @@ class Unit:
     name: str  # as the axis title says it
     percent: bool = False
     suffix: str = ""
+    whole: bool = False  # a count: ticks at whole numbers
 
     def label(self, value: float) -> str:
         if self.percent:
@@ -34,7 +35,7 @@ class Unit:
 
 PERCENT = Unit("% of invocations", percent=True)
 MILLISECONDS = Unit("milliseconds", suffix=" ms")
-CALLS = Unit("invocations per bucket")
+CALLS = Unit("invocations per bucket", whole=True)
 
 
 def nice_top(value: float, percent: bool) -> float:
@@ -57,6 +58,8 @@ def chart(
     """Geometry of one chart: bars, y ticks, x labels (first, middle and last bucket)."""
     values = [v for _, v in points if v is not None]
     top = nice_top(max(values, default=0.0), unit.percent)
+    if unit.whole:
+        top = float(TICKS * math.ceil(top / TICKS))
     plot_w = WIDTH - LEFT - RIGHT
     plot_h = HEIGHT - TOP - BOTTOM
     slot = plot_w / max(len(points), 1)
@@ -81,7 +84,7 @@ def chart(
     xlabels = [
         {
             "x": round(LEFT + i * slot + slot / 2, 1),
-            "label": points[i][0].strftime("%m-%d %H:%M"),
+            "label": points[i][0].strftime(_time_format(points)),
             "anchor": "start"
             if i == 0 and len(points) > 1
             else ("end" if i == len(points) - 1 and len(points) > 1 else "middle"),
@@ -103,3 +106,13 @@ def chart(
         "top": TOP,
         "empty": not values,
     }
+
+
+def _time_format(points: list[tuple[datetime, float | None]]) -> str:
+    """Seconds when the chart spans less than an hour, the day when it spans days."""
+    span = (points[-1][0] - points[0][0]).total_seconds() if len(points) > 1 else 0.0
+    if span < 3600:
+        return "%H:%M:%S"
+    if span < 3 * 86400:
+        return "%m-%d %H:%M"
+    return "%Y-%m-%d"
