@@ -170,7 +170,8 @@ def _buckets(
     out: list[tuple[datetime, Any]] = []
     at = start
     while at < end and len(out) < BUCKETS:
-        upto = min(at + width, end)
+        # the last bucket ends at the end: 12 rounded widths may fall short of it
+        upto = end if len(out) == BUCKETS - 1 else min(at + width, end)
         out.append((at, lookup_app.audit.quality_summary(TimeRange(at, upto), 1)))
         at = upto
     return out, width

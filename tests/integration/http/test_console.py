@@ -242,9 +242,7 @@ def test_sessions_are_found_by_query_text_and_by_the_document_shown(
     assert 'href="/sessions/find-text"' in by_text
     assert 'href="/sessions/find-other"' not in by_text
     theirs = {b["document_id"] for b in other["evidenceBlocks"]}
-    shown = next(
-        b["document_id"] for b in tool["evidenceBlocks"] if b["document_id"] not in theirs
-    )
+    shown = next(b["document_id"] for b in tool["evidenceBlocks"] if b["document_id"] not in theirs)
     by_document = client.get("/", params={"doc": shown}).text
     assert 'href="/sessions/find-text"' in by_document
     assert 'href="/sessions/find-other"' not in by_document
@@ -356,3 +354,18 @@ def test_charts_have_axes_with_units(client: TestClient, lookup_app: LookupApp) 
     for unit in ("% of invocations", "milliseconds", "invocations per bucket"):
         assert unit in quality
     assert "bucket start (UTC)" in quality
+
+
+def test_the_last_invocation_falls_in_the_last_bar(
+    client: TestClient, lookup_app: LookupApp
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    start = datetime(2031, 1, 1, tzinfo=UTC)
+    # 700 s over 12 bars: the rounded widths add up to less than the range
+    for k in (0, 700):
+        lookup_app.recorder.record(invocation("bars-1", at=start + timedelta(seconds=k)))
+    lookup_app.flush()
+    quality = client.get("/quality", params={"since": "2031-01-01"}).text
+    bars = quality.split("Invocations <span")[1].split("</svg>")[0]
+    assert bars.count(": 1</title>") == 2
