@@ -19,6 +19,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -192,10 +193,13 @@ def test_an_auditor_follows_an_answer_check_to_the_highlighted_span(
     _post(f"{url}/v1/lookup", {"query": "how do I rotate the VPN certificate?", "session_id": sid})
     block = tool["evidenceBlocks"][0]
     sentence = next(s for s in block["content"].split("\n") if len(s.split()) >= 4).strip()
-    check = _post(
-        f"{url}/v1/check-answer",
-        {"session_id": sid, "answer": f"{sentence} [{block['document_id']}]"},
+    cited = block["document_id"]
+    answer = (
+        f"{sentence} [{cited}]. The primary allows 9000 connections [{cited}]. "
+        "Restarting the laptop always fixes it."
     )
+    check = _post(f"{url}/v1/check-answer", {"session_id": sid, "answer": answer})
+    assert len({c["verdict"] for c in check["claims"]}) >= 2
     page = browser.new_page(viewport={"width": 1200, "height": 900})
     page.goto(url + "/")
     _shoot(page, shots / "sessions.png")
@@ -325,5 +329,53 @@ def test_an_auditor_signs_in_and_out(browser: Any, tmp_path: Path) -> None:
             page.goto(url + "/")
             assert "needs an auditor token" in page.inner_text("main")
             page.close()
+    finally:
+        lookup_app.close()
+
+
+HOSTILE = [
+    "<script>window.__pwned = 1</script>",
+    '<img src=x onerror="window.__pwned = 2">',
+    '"><svg onload="window.__pwned = 3">',
+    "javascript:window.__pwned = 4",
+]
+
+
+def test_no_script_runs_from_stored_text_even_without_the_csp(browser: Any, tmp_path: Path) -> None:
+    """Stored text on every page of the console, read in a browser that ignores the
+    content security policy: escaping alone must keep every payload inert."""
+    from lookup_knowledge.adapters.http import create_http_app
+    from tests.support.http import sample_app, served
+
+    lookup_app = sample_app(tmp_path / "data")
+    try:
+        bad = " ".join(HOSTILE)
+        sid = "evil-" + HOSTILE[1]
+        tool = lookup_app.lookup("PG-53300 too many connections " + bad, session_id=sid)
+        check = lookup_app.check_answer(
+            sid, f"{bad} PG-53300 too many connections [{tool['evidenceBlocks'][0]['document_id']}]"
+        )
+        with served(create_http_app(lookup_app)) as url:
+            context = browser.new_context(bypass_csp=True)
+            page = context.new_page()
+            dialogs: list[str] = []
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            pages = [
+                "/",
+                "/?" + "q=evil-",
+                "/?text=" + HOSTILE[0],
+                "/?doc=" + HOSTILE[2],
+                f"/sessions/{quote(sid, safe='')}",
+                f"/invocations/{tool['invocationId']}",
+                f"/checks/{check.id}",
+                "/quality",
+            ]
+            for path in pages:
+                page.goto(url + path)
+                assert page.evaluate("window.__pwned") is None, path
+                for link in page.locator("a").all():
+                    assert not (link.get_attribute("href") or "").startswith("javascript:")
+            assert dialogs == []
+            context.close()
     finally:
         lookup_app.close()

@@ -21,6 +21,8 @@ shared ``Console`` from the request.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from importlib.resources import files
 from typing import Annotated, Any
 from urllib.parse import quote, urlencode
@@ -59,11 +61,11 @@ def console_router(
     guard: TokenGuard,
     server: ServerSettings | None = None,
     *,
-    now: Any = None,
+    now: Callable[[], float] = time.time,
 ) -> APIRouter:
     """The console's pages. ``now`` (epoch seconds): the clock of session expiry and of
     the login throttle."""
-    console = Console(lookup_app, guard, server, **({"now": now} if now is not None else {}))
+    console = Console(lookup_app, guard, server, now=now)
 
     def attach(request: Request) -> None:
         request.state.console = console

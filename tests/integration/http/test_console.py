@@ -340,6 +340,7 @@ def test_eval_runs_are_listed_with_their_report(client: TestClient, lookup_app: 
     assert "<h1>Eval run</h1>" in served.text
     assert "script" not in served.headers["content-security-policy"]
     assert "default-src 'none'" in served.headers["content-security-policy"]
+    assert served.headers["content-security-policy"].endswith("; sandbox")  # its own origin
     assert client.get("/eval/20261202T010203-ffffff/report.html").status_code == 404
     assert client.get("/eval/..%2F..%2Fconfig/report.html").status_code == 404
     assert 'href="/sessions/eval-' not in client.get("/").text  # production only
