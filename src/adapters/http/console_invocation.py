@@ -85,7 +85,7 @@ def near_misses(
     return {
         "hits": sum(p.get("hits") or 0 for p in passes if isinstance(p.get("hits"), int)),
         "passes": len(passes),
-        "below": counts.get("belowMinRelevance"),
+        "below": counts.get("belowMinRelevance", _unusable(passes)),
         "min_relevance": trace.get("minRelevance"),
         "dropped": _dicts(trace.get("dropped")),
         "vanished": [v for v in trace.get("vanished") or [] if isinstance(v, str)]
@@ -93,6 +93,17 @@ def near_misses(
         else [],
         "candidates": [r for r in rerank if r.get("outcome") != "returned"],
     }
+
+
+def _unusable(passes: list[dict[str, Any]]) -> int | None:
+    """Hits no pass could use and did not drop: those under the minimum relevance (the
+    trace counts them itself only when post-processing ran)."""
+    counted = [
+        p["hits"] - p["usable"] - (p.get("dropped") or 0)
+        for p in passes
+        if isinstance(p.get("hits"), int) and isinstance(p.get("usable"), int)
+    ]
+    return sum(max(n, 0) for n in counted) if counted else None
 
 
 def _blocks(

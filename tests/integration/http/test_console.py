@@ -316,6 +316,25 @@ def test_no_python_none_and_near_misses_on_a_no_evidence_call(
     assert "<strong>7</strong> under the minimum relevance (0.35)" in near
     assert "x#chunk-1" in near
     assert ">None<" not in near
+    uncounted = replace(
+        invocation("near-2", query="zebra"),
+        retrieval_details={
+            "version": 1,
+            "retrievalTrace": {
+                "minRelevance": 0.35,
+                "passes": [
+                    {"filter": "db", "hits": 3, "usable": 0, "dropped": 1},
+                    {"filter": None, "hits": 5, "usable": 0, "dropped": 0},
+                ],
+                "counts": {"projected": 0},
+            },
+        },
+    )
+    lookup_app.recorder.record(uncounted)
+    lookup_app.flush()
+    page = client.get(f"/invocations/{uncounted.id}").text
+    assert "<strong>8</strong> hits in 2 passes" in page
+    assert "<strong>7</strong> under the minimum relevance (0.35)" in page
 
 
 def test_eval_runs_are_listed_with_their_report(client: TestClient, lookup_app: LookupApp) -> None:
