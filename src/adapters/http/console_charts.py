@@ -26,8 +26,8 @@ class Unit:
     whole: bool = False  # a count: ticks at whole numbers
 
     def label(self, value: float) -> str:
-        if self.percent:
-            return f"{value:.0%}"
+        if self.percent:  # 12.5 %, never a rounded 12 %
+            return f"{round(100 * value, 1):g}%"
         if value >= 100 or float(value).is_integer():
             return f"{value:.0f}{self.suffix}"
         return f"{value:.1f}{self.suffix}"
@@ -57,9 +57,11 @@ def chart(
 ) -> dict[str, Any]:
     """Geometry of one chart: bars, y ticks, x labels (first, middle and last bucket)."""
     values = [v for _, v in points if v is not None]
-    top = nice_top(max(values, default=0.0), unit.percent)
-    if unit.whole:
-        top = float(TICKS * math.ceil(top / TICKS))
+    largest = max(values, default=0.0)
+    if unit.whole:  # a whole, round step between ticks
+        top = float(TICKS * math.ceil(nice_top(largest / TICKS, False)))
+    else:
+        top = nice_top(largest, unit.percent)
     plot_w = WIDTH - LEFT - RIGHT
     plot_h = HEIGHT - TOP - BOTTOM
     slot = plot_w / max(len(points), 1)

@@ -389,3 +389,15 @@ def test_the_last_invocation_falls_in_the_last_bar(
     quality = client.get("/quality", params={"since": "2031-01-01"}).text
     bars = quality.split("Invocations <span")[1].split("</svg>")[0]
     assert bars.count(": 1</title>") == 2
+
+
+def test_chart_ticks_are_not_rounded_away() -> None:
+    from datetime import UTC, datetime
+
+    from lookup_knowledge.adapters.http.console_charts import CALLS, PERCENT, chart
+
+    at = datetime(2031, 1, 1, tzinfo=UTC)
+    share = chart("No-evidence rate", [(at, 0.34)], PERCENT, "")
+    assert [t["label"] for t in share["ticks"]] == ["0%", "12.5%", "25%", "37.5%", "50%"]
+    calls = chart("Invocations", [(at, 3.0)], CALLS, "")
+    assert [t["label"] for t in calls["ticks"]] == ["0", "1", "2", "3", "4"]
