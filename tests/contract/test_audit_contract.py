@@ -341,6 +341,38 @@ def test_list_sessions_counts_filters_and_orders_by_last_call(backend: AuditBack
     assert ids(id_contains="nobody") == []
 
 
+def test_list_sessions_by_query_text_document_shown_and_traffic(backend: AuditBackend) -> None:
+    from lookup_knowledge.domain.model import Traffic
+
+    for r in (
+        invocation("asks", query="Replication LAG 50%", documents=["x#chunk-0"], at=_t(1)),
+        invocation("asks", query="dns", at=_t(2)),
+        invocation("shown", query="other", documents=["y#chunk-0", "x#chunk-1"], at=_t(3)),
+        replace(invocation("evals", query="replication", at=_t(4)), traffic=Traffic.EVAL.value),
+    ):
+        backend.recorder.record(r)
+    q = backend.queries
+
+    def ids(**kw: object) -> list[str]:
+        return [s.session_id for s in q.list_sessions(SessionFilter(**kw)).items]  # type: ignore[arg-type]
+
+    assert ids(query_contains="replication lag") == ["asks"]  # ASCII case ignored
+    assert ids(query_contains="50%") == ["asks"]  # LIKE wildcards are literal
+    assert ids(query_contains="g 5_%") == []
+    # the session is listed whole: its counts cover every invocation, not just the match
+    asks = q.list_sessions(SessionFilter(query_contains="lag")).items[0]
+    assert asks.invocation_count == 2
+    assert ids(document_id="x#chunk-1") == ["shown"]
+    assert ids(document_id="x#chunk-0") == ["asks"]
+    assert ids(document_id="x#chunk") == []  # an id, not a part of one
+    assert ids(query_contains="replication", traffic=Traffic.EVAL) == ["evals"]
+    assert ids(query_contains="replication", traffic="all") == ["evals", "asks"]
+    with pytest.raises(InvalidInputError):
+        SessionFilter(query_contains="x" * 1001)
+    with pytest.raises(InvalidInputError):
+        SessionFilter(traffic="bogus")  # type: ignore[arg-type]
+
+
 def test_list_sessions_pages_through_everything_exactly_once(backend: AuditBackend) -> None:
     sessions = [f"s-{i}" for i in range(5)]
     for i, sid in enumerate(sessions):

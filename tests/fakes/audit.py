@@ -245,10 +245,28 @@ class InMemoryAuditQueries(AuditQueries):
 
     def list_sessions(self, query: SessionFilter) -> SessionPage:
         wanted = ascii_lower(query.id_contains or "")
+        asked = ascii_lower(query.query_contains or "")
+        asking = {
+            s.invocation.session_id
+            for s in self.store.all()
+            if asked in ascii_lower(s.invocation.query)
+        }
+        shown = {
+            s.invocation.session_id
+            for s in self.store.all()
+            if not query.document_id
+            or any(e.document_id == query.document_id for e in s.invocation.evidence)
+        }
+        matching = asking & shown
         by_session: dict[str, list[ToolInvocation]] = {}
         for s in self.store.all():
             i = s.invocation
-            if query.time_range.contains(i.started_at) and wanted in ascii_lower(i.session_id):
+            if (
+                query.time_range.contains(i.started_at)
+                and wanted in ascii_lower(i.session_id)
+                and _of(query.traffic_kind(), s)
+                and i.session_id in matching
+            ):
                 by_session.setdefault(i.session_id, []).append(i)
         summaries = [
             SessionSummary(

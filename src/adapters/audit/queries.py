@@ -294,11 +294,19 @@ class SqlAuditQueries(AuditQueries):
 
     def list_sessions(self, query: SessionFilter) -> SessionPage:
         self._pass_barrier(None)
-        conditions = _time_conditions(query.time_range)
+        conditions = _time_conditions(query.time_range, query.traffic_kind())
         if query.id_contains:
             conditions.append(
                 func.lower(T.c.session_id).contains(ascii_lower(query.id_contains), autoescape=True)
             )
+        if query.query_contains:
+            asked = select(T.c.session_id).where(
+                func.lower(T.c.query).contains(ascii_lower(query.query_contains), autoescape=True)
+            )
+            conditions.append(T.c.session_id.in_(asked))
+        if query.document_id:
+            shown = select(E.c.session_id).where(E.c.document_id == query.document_id)
+            conditions.append(T.c.session_id.in_(shown))
 
         def count_if(status: str) -> Any:
             return func.coalesce(func.sum(case((T.c.status == status, 1), else_=0)), 0)

@@ -28,6 +28,10 @@ def _escape_char(match: re.Match[str]) -> str:
 
 
 def visible(value: Any) -> Any:
+    """What a page shows for a value: ``None`` as a dash (never Python's ``None``),
+    control and bidirectional characters as escapes."""
+    if value is None:
+        return "–"
     if isinstance(value, Markup) or not isinstance(value, str):
         return value
     return _INVISIBLE.sub(_escape_char, value)

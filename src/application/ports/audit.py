@@ -466,6 +466,9 @@ class SessionFilter:
     (and, with ``status``, has that status); its counts cover the invocations in the
     range. ``id_contains`` matches a part of the session id, ignoring ASCII case.
     Sessions are ordered by their last invocation, newest first (ties by id).
+    ``query_contains``: only sessions with an invocation whose query holds this text
+    (ASCII case ignored); ``document_id``: only sessions that were shown this block.
+    ``traffic``: a kind or ``"all"``; unset lists production sessions.
     """
 
     id_contains: str | None = None
@@ -473,8 +476,19 @@ class SessionFilter:
     time_range: TimeRange = field(default_factory=TimeRange)
     limit: int = 50
     offset: int = 0
+    query_contains: str | None = None
+    document_id: str | None = None
+    traffic: Traffic | Literal["all"] | None = None
 
     def __post_init__(self) -> None:
+        if self.traffic is not None and self.traffic != ALL_TRAFFIC:
+            check_traffic(self.traffic)
+        for name in ("query_contains", "document_id"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or len(value) > MAX_QUERY_TEXT):
+                raise InvalidInputError(f"{name} must have at most {MAX_QUERY_TEXT} characters")
+            if value is not None:
+                require_text(name, value)
         if self.id_contains is not None and (
             not isinstance(self.id_contains, str) or len(self.id_contains) > MAX_ID_CHARS
         ):
@@ -487,6 +501,15 @@ class SessionFilter:
             raise InvalidInputError(f"limit must be between 1 and {MAX_PAGE_SIZE}")
         if isinstance(self.offset, bool) or self.offset < 0:
             raise InvalidInputError("offset must be >= 0")
+
+    def traffic_kind(self) -> Traffic | None:
+        """The kind to list, ``None`` for every kind."""
+        if self.traffic is None:
+            return Traffic.PRODUCTION
+        return None if self.traffic == ALL_TRAFFIC else Traffic(self.traffic)
+
+
+MAX_QUERY_TEXT = 1000
 
 
 @dataclass(frozen=True, slots=True)
