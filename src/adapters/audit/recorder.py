@@ -202,6 +202,7 @@ def build_sql_recorder(
     prepare: Callable[[], object] | None = None,
     commit_before_return: bool = False,
     adopt_unbound_journals: bool = True,
+    writer: SqlBatchWriter | None = None,
 ) -> SqlToolInvocationRecorder:
     """The recorder on ``engine`` (from ``create_audit_engine``) with its journal in
     ``journal_dir`` (a local directory that survives restarts, created if missing).
@@ -219,7 +220,8 @@ def build_sql_recorder(
     ``commit_before_return``: ``audit.durability=database``. ``adopt_unbound_journals``:
     journal lines written before lines named their database are moved into this one
     (``audit.adopt-unbound-journals``). ``replay_on_start``: adopt the orphans in the
-    directory and move what they hold before returning."""
+    directory and move what they hold before returning. ``writer``: the SQL side (a
+    test's variant; by default a ``SqlBatchWriter`` on ``engine``)."""
     if write_behind and background_drain_s is None:
         raise ValueError("write_behind needs the background writer (background_drain_s)")
     journal = Journal(
@@ -230,7 +232,7 @@ def build_sql_recorder(
     )
     mover = JournalMover(
         journal,
-        SqlBatchWriter(engine, sleep=sleep),
+        writer or SqlBatchWriter(engine, sleep=sleep),
         Backoff(backoff_initial_s, backoff_max_s, monotonic=clock),
         batch_size=batch_size,
         linger_s=linger_s,

@@ -181,7 +181,7 @@ class SqlBatchWriter:
                 conn.execute(_PG_LOCK_SESSIONS, {"keys": keys})
             ids = [uuid.UUID(i.id) for i in invocations]
             seen = _present(conn, ids)
-            next_seq = _next_seqs(conn, sessions)
+            next_seq = self._next_seqs(conn, sessions)
             rows: list[dict[str, Any]] = []
             evidence: list[dict[str, Any]] = []
             for invocation, invocation_id in zip(invocations, ids, strict=True):
@@ -208,26 +208,25 @@ class SqlBatchWriter:
         if evidence:
             conn.execute(insert(E), evidence)
 
+    def _next_seqs(self, conn: Connection, sessions: list[str]) -> dict[str, int]:
+        """Each session's highest stored seq (absent: none yet). Runs after the session
+        locks, so it sees every committed writer."""
+        highest: dict[str, int] = {}
+        for start in range(0, len(sessions), _ID_CHUNK):
+            chunk = sessions[start : start + _ID_CHUNK]
+            rows = conn.execute(
+                select(T.c.session_id, func.max(T.c.seq))
+                .where(T.c.session_id.in_(chunk))
+                .group_by(T.c.session_id)
+            ).all()
+            highest.update((r[0], int(r[1])) for r in rows)
+        return highest
+
     def _any_stored(self, invocations: list[ToolInvocation]) -> bool:
         try:
             return bool(self.stored_ids([i.id for i in invocations]))
         except SQLAlchemyError:
             return False
-
-
-def _next_seqs(conn: Connection, sessions: list[str]) -> dict[str, int]:
-    """Each session's highest stored seq (absent: none yet). Runs after the session
-    locks, so it sees every committed writer."""
-    highest: dict[str, int] = {}
-    for start in range(0, len(sessions), _ID_CHUNK):
-        chunk = sessions[start : start + _ID_CHUNK]
-        rows = conn.execute(
-            select(T.c.session_id, func.max(T.c.seq))
-            .where(T.c.session_id.in_(chunk))
-            .group_by(T.c.session_id)
-        ).all()
-        highest.update((r[0], int(r[1])) for r in rows)
-    return highest
 
 
 def _present(conn: Connection, ids: Collection[uuid.UUID]) -> set[uuid.UUID]:

@@ -31,6 +31,7 @@ from lookup_knowledge.adapters.audit import (
 from lookup_knowledge.adapters.audit.journal import Journal
 from lookup_knowledge.adapters.audit.journal_format import decode, encode
 from lookup_knowledge.adapters.audit.models import invocation_evidence, tool_invocation
+from lookup_knowledge.adapters.audit.sql_writer import SqlBatchWriter
 from lookup_knowledge.application.ports import InvocationFilter, RecordOutcome
 from lookup_knowledge.application.verify_citations import VerifyCitations
 from lookup_knowledge.domain.errors import AuditError, AuditUnavailable
@@ -262,7 +263,7 @@ def test_a_record_committed_and_also_spooled_is_stored_once(db: Database, tmp_pa
     recorder.close()
 
 
-class StaleSeqRecorder(SqlToolInvocationRecorder):
+class StaleSeqWriter(SqlBatchWriter):
     """Reads a stale max(seq) once, as a writer that skipped the session lock would."""
 
     stale_reads = 1
@@ -280,11 +281,12 @@ def test_a_seq_conflict_is_retried_not_spooled(db: Database, tmp_path: Path) -> 
     plain = recorder_for(db.engine, tmp_path / "a")
     first = invocation(sid)
     plain.record(first)
-    racer = StaleSeqRecorder(db.engine, tmp_path / "b", backoff_initial_s=0.0)
+    stale = StaleSeqWriter(db.engine)
+    racer = build_sql_recorder(db.engine, tmp_path / "b", backoff_initial_s=0.0, writer=stale)
     second = invocation(sid)
 
     assert racer.record(second) is RecordOutcome.COMMITTED
-    assert racer.stale_reads == 0
+    assert stale.stale_reads == 0
     assert racer.failure_count() == 0
     assert stored(db.direct, sid) == [(first.id, 1), (second.id, 2)]
     plain.close()

@@ -25,7 +25,7 @@ from lookup_knowledge.adapters.audit import (
 from lookup_knowledge.adapters.audit.answer_checks import SqlSessionEvidence
 from lookup_knowledge.adapters.audit.journal_format import decode, encode
 from lookup_knowledge.adapters.audit.models import invocation_evidence, tool_invocation
-from lookup_knowledge.adapters.audit.recorder import evidence_rows, invocation_row
+from lookup_knowledge.adapters.audit.sql_writer import evidence_rows, invocation_row
 from lookup_knowledge.application.ports import RecordOutcome, ToolInvocation
 from lookup_knowledge.domain.errors import AuditError
 from tests.support.audit_data import BASE_TIME, invocation, session
