@@ -152,7 +152,7 @@ def test_backoff_skips_the_database_until_it_expires(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- restarts
 
 
-def test_startup_replays_a_spool_left_by_a_previous_process(db: Database, tmp_path: Path) -> None:
+def test_startup_replays_a_journal_left_by_a_previous_process(db: Database, tmp_path: Path) -> None:
     sid = session()
     spool = tmp_path / "spool"
     first = recorder_for(db.engine, spool, prepare=database_down)  # its database is away
@@ -169,7 +169,7 @@ def test_startup_replays_a_spool_left_by_a_previous_process(db: Database, tmp_pa
     second.close()
 
 
-def test_a_live_spool_is_not_adopted_by_another_recorder(tmp_path: Path) -> None:
+def test_a_live_journal_is_not_adopted_by_another_recorder(tmp_path: Path) -> None:
     spool = tmp_path / "spool"
     dead = create_audit_engine(f"postgresql+psycopg://postgres@127.0.0.1:{closed_port()}/x")
     first = recorder_for(dead, spool)
@@ -188,7 +188,7 @@ def test_a_live_spool_is_not_adopted_by_another_recorder(tmp_path: Path) -> None
     dead.dispose()
 
 
-def test_corrupt_and_truncated_spool_lines_are_reported_and_skipped(
+def test_corrupt_and_truncated_journal_lines_are_reported_and_skipped(
     db: Database, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     sid = session()
@@ -217,7 +217,7 @@ def test_corrupt_and_truncated_spool_lines_are_reported_and_skipped(
     recorder.close()
 
 
-def test_spool_line_codec_round_trips_and_detects_damage() -> None:
+def test_journal_line_codec_round_trips_and_detects_damage() -> None:
     r = invocation(session(), documents=["a#chunk-0"])
     r = replace(r, query="naïve ✓ \u2028 newline\n inside", retrieval_details={"x": [1, 2.5]})
     line = encode(r)
@@ -240,7 +240,7 @@ def test_spool_line_codec_round_trips_and_detects_damage() -> None:
 # --------------------------------------------------------------------------- idempotency
 
 
-def test_a_record_committed_and_also_spooled_is_stored_once(db: Database, tmp_path: Path) -> None:
+def test_a_record_committed_and_also_journaled_is_stored_once(db: Database, tmp_path: Path) -> None:
     """The commit reached the database but its acknowledgement did not: the recorder
     spooled it too. Replaying it must be a no-op."""
     sid = session()
@@ -276,7 +276,7 @@ class StaleSeqWriter(SqlBatchWriter):
         return highest
 
 
-def test_a_seq_conflict_is_retried_not_spooled(db: Database, tmp_path: Path) -> None:
+def test_a_seq_conflict_is_retried_not_left_pending(db: Database, tmp_path: Path) -> None:
     sid = session()
     plain = recorder_for(db.engine, tmp_path / "a")
     first = invocation(sid)
@@ -380,7 +380,7 @@ def test_an_invalid_record_cannot_be_made(db: Database, tmp_path: Path) -> None:
     recorder.close()
 
 
-def test_an_unwritable_spool_raises_audit_error(tmp_path: Path) -> None:
+def test_an_unwritable_journal_raises_audit_error(tmp_path: Path) -> None:
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("x")
     dead = create_audit_engine(f"postgresql+psycopg://postgres@127.0.0.1:{closed_port()}/x")
@@ -483,7 +483,7 @@ def test_every_text_field_is_cleaned_of_what_a_database_refuses(
 # --------------------------------------------------------------------------- shared spool dir
 
 
-def test_a_spool_rewritten_while_another_process_adopts_it_is_left_alone(
+def test_a_journal_rewritten_while_another_process_adopts_it_is_left_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The adopter opens a live spool; its owner rewrites it (compaction replaces the
@@ -547,7 +547,7 @@ def test_orphans_of_several_dead_processes_replay_in_lookup_order(
     recorder.close()
 
 
-def test_records_in_another_process_live_spool_are_pending_for_a_verifier(
+def test_records_in_another_process_live_journal_are_pending_for_a_verifier(
     db: Database, tmp_path: Path
 ) -> None:
     """The lookup server spooled a record (its database was briefly unreachable); a
@@ -595,7 +595,7 @@ def _wait_until(condition: Callable[[], bool], timeout_s: float = 10.0) -> bool:
     return True
 
 
-def test_an_idle_recorder_replays_its_spool_once_the_backoff_is_over(
+def test_an_idle_recorder_replays_its_journal_once_the_backoff_is_over(
     db: Database, tmp_path: Path
 ) -> None:
     """No further lookups, no flush: the background drainer replays the spool after the

@@ -27,7 +27,7 @@ def with_text(record: ToolInvocation) -> ToolInvocation:
     )
 
 
-def test_the_spool_codec_keeps_the_text_and_reads_lines_written_before_it() -> None:
+def test_the_journal_codec_keeps_the_text_and_reads_lines_written_before_it() -> None:
     record = with_text(invocation(session(), documents=["refunds#chunk-0"]))
     assert from_json(json.loads(json.dumps(to_json(record)))) == record
     old_line = to_json(record)
