@@ -54,6 +54,7 @@ from lookup_knowledge.adapters.audit.journal_segments import (
     CAN_LOCK,
     REJECTED_NAME,
     lock_orphan,
+    open_for_reading,
     scan_ids,
     segment_name,
     segments,
@@ -80,15 +81,18 @@ class Journal:
         database: str | None = None,
         adopt_unbound: bool = True,
         clock: Callable[[], float] = time.monotonic,
+        open_segment: Callable[[Path], IO[str]] = open_for_reading,
     ) -> None:
         """``database``: the key of the database this journal is for (None: unbound, it
         takes every line, as before the binding); ``adopt_unbound``: whether lines
         written before the binding are this journal's too. ``files``: how appends,
         rewrites and removals are made durable (``DurableFiles(enabled=False)``:
-        ``audit.durability=process``); ``clock``: when an entry was journaled."""
+        ``audit.durability=process``); ``clock``: when an entry was journaled;
+        ``open_segment``: how another segment is opened to be adopted (a test's hook)."""
         self.directory = Path(directory)
         self.files = files
         self.clock = clock
+        self._open_segment = open_segment
         self.database = database
         self._adopt_unbound = adopt_unbound
         self._stranded: dict[str, int] = {}  # orphan file -> lines left for another db
@@ -380,7 +384,7 @@ class Journal:
             orphans: list[tuple[Path, IO[str], list[JournalEntry]]] = []
             try:
                 for path in paths:
-                    handle = lock_orphan(path)
+                    handle = lock_orphan(path, self._open_segment)
                     if handle is None:
                         continue
                     entries, bad, foreign = self._read_orphan(handle)

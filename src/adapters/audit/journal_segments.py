@@ -66,10 +66,13 @@ def try_lock(handle: IO[Any]) -> bool:
     return True
 
 
-def lock_orphan(path: Path) -> IO[str] | None:
-    """The segment at ``path``, open and locked, if it is an orphan; else None."""
+def lock_orphan(
+    path: Path, open_segment: Callable[[Path], IO[str]] = open_for_reading
+) -> IO[str] | None:
+    """The segment at ``path``, open (with ``open_segment``) and locked, if it is an
+    orphan; else None."""
     try:
-        handle = open_for_reading(path)
+        handle = open_segment(path)
     except FileNotFoundError:
         return None
     except OSError:

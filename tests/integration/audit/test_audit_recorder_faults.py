@@ -26,10 +26,10 @@ from lookup_knowledge.adapters.audit import (
     SqlToolInvocationRecorder,
     build_sql_recorder,
     create_audit_engine,
-    journal_segments,
 )
 from lookup_knowledge.adapters.audit.journal import Journal
 from lookup_knowledge.adapters.audit.journal_format import decode, encode
+from lookup_knowledge.adapters.audit.journal_segments import open_for_reading
 from lookup_knowledge.adapters.audit.models import invocation_evidence, tool_invocation
 from lookup_knowledge.adapters.audit.sql_writer import SqlBatchWriter
 from lookup_knowledge.application.ports import InvocationFilter, RecordOutcome
@@ -484,9 +484,9 @@ def test_every_text_field_is_cleaned_of_what_a_database_refuses(
 
 
 def test_a_journal_rewritten_while_another_process_adopts_it_is_left_alone(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
-    """The adopter opens a live spool; its owner rewrites it (compaction replaces the
+    """The adopter opens a live journal; its owner rewrites it (compaction replaces the
     file and releases the old one's lock); the adopter then locks the *old* file. It
     must notice that the file at the name is another one, and leave it alone."""
     directory = tmp_path / "spool"
@@ -494,11 +494,10 @@ def test_a_journal_rewritten_while_another_process_adopts_it_is_left_alone(
     first, second, third = (invocation("s") for _ in range(3))
     owner.append(first)
     owner.append(second)
-    real_open = journal_segments.open_for_reading
     compacted: list[bool] = []
 
     def open_then_owner_compacts(path: Path) -> IO[str]:
-        handle = real_open(path)
+        handle = open_for_reading(path)
         if path == owner.path and not compacted:
             head = owner.head()
             assert head is not None
@@ -507,10 +506,8 @@ def test_a_journal_rewritten_while_another_process_adopts_it_is_left_alone(
             compacted.append(True)
         return handle
 
-    monkeypatch.setattr(journal_segments, "open_for_reading", open_then_owner_compacts)
-    adopter = Journal(directory)
+    adopter = Journal(directory, open_segment=open_then_owner_compacts)
     assert adopter.adopt_orphans() == 0
-    monkeypatch.undo()
     assert compacted
     assert owner.path.exists()
     owner.append(third)  # durable, as far as the owner knows
