@@ -60,11 +60,13 @@ from sqlalchemy.engine import URL, make_url
 from lookup_knowledge.adapters.audit import (
     SqlAuditQueries,
     SqlToolInvocationRecorder,
+    build_sql_recorder,
     create_audit_engine,
     upgrade_database,
 )
 from lookup_knowledge.adapters.audit.models import invocation_evidence, tool_invocation
 from lookup_knowledge.adapters.audit.queries import citation_sources_statement
+from lookup_knowledge.adapters.durable_files import DurableFiles
 from lookup_knowledge.application.ids import uuid7
 from lookup_knowledge.application.ports import EvidenceRecord, RecordOutcome, ToolInvocation
 from lookup_knowledge.application.verify_citations import VerifyCitations
@@ -152,7 +154,7 @@ def bench_writes(
         # code before the journal (an A/B across it).
         extra: dict[str, bool] = {"write_behind": True} if write_behind else {}
         try:
-            recorder = SqlToolInvocationRecorder(engine, Path(spool), **extra)
+            recorder = build_sql_recorder(engine, Path(spool), **extra)
         except TypeError:
             print(f"  {label:<11} {mode:<12} (not in this version)")
             return
@@ -220,18 +222,18 @@ def bench_transfer(label: str, engine: Engine, records: int) -> None:
     transaction each; COPY on PostgreSQL, executemany on SQLite). Also per CPU-second of
     this process: on a loaded machine the wall-clock rate is the share of CPU it got."""
     try:
-        from lookup_knowledge.adapters.audit.recorder import BATCH_SIZE
+        from lookup_knowledge.adapters.audit.sql_writer import BATCH_SIZE
     except ImportError:
         print(f"  {label:<11} batch transfer (not in this version)")
         return
     session_ids = [f"transfer-bench-{uuid.uuid4().hex[:8]}-{t}" for t in range(8)]
     pending = [make_record(session_ids[n % 8], n) for n in range(records)]
     with tempfile.TemporaryDirectory() as spool:
-        recorder = SqlToolInvocationRecorder(
-            engine, Path(spool), background_drain_s=None, fsync=False
+        recorder = build_sql_recorder(
+            engine, Path(spool), background_drain_s=None, files=DurableFiles(enabled=False)
         )
         for record in pending:
-            recorder._spool.append(record)
+            recorder._journal.append(record)
         start, cpu = time.perf_counter(), time.process_time()
         if not recorder.flush(timeout_s=600):
             raise SystemExit(f"{label}: records still pending after the flush")
@@ -412,7 +414,7 @@ def bench_verify(engine: Engine, sessions: int, calls: int) -> None:
         f"max {max(latencies):.3f} ms"
     )
     with tempfile.TemporaryDirectory() as spool:
-        recorder = SqlToolInvocationRecorder(engine, Path(spool))
+        recorder = build_sql_recorder(engine, Path(spool))
         use_case = VerifyCitations(queries, recorder)
         latencies = []
         for s, c in zip(picks, cited, strict=True):
@@ -478,17 +480,17 @@ def bench_in_lookups(
             "on": product,
         }
         if compare_inline:  # its own fsyncs and commits load the disk the others use
-            recorders.append(SqlToolInvocationRecorder(engine, Path(spool) / "inline"))
+            recorders.append(build_sql_recorder(engine, Path(spool) / "inline"))
             systems["inline"] = variant(recorders[-1], container.session_state())
         from lookup_knowledge.adapters import container as container_module
 
         try:  # audit.durability=process, as the container builds it (skipped before)
             recorders.append(
-                SqlToolInvocationRecorder(
+                build_sql_recorder(
                     engine,
                     Path(spool) / "process",
                     write_behind=True,
-                    fsync=False,
+                    files=DurableFiles(enabled=False),
                     linger_s=container_module.AUDIT_LINGER_S,
                 )
             )
@@ -562,12 +564,12 @@ def durability_recorder(engine: Engine, spool: Path, durability: str) -> SqlTool
     """The recorder ``_sql_recorder`` builds for ``audit.durability=durability``."""
     from lookup_knowledge.adapters import container as container_module
 
-    return SqlToolInvocationRecorder(
+    return build_sql_recorder(
         engine,
         spool,
         write_behind=True,
         linger_s=container_module.AUDIT_LINGER_S,
-        fsync=durability != "process",
+        files=DurableFiles(enabled=durability != "process"),
         commit_before_return=durability == "database",  # type: ignore[call-arg]
     )
 

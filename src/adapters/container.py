@@ -2,7 +2,7 @@
 
 Configuration goes in as a validated ``Settings``; ``Selector``s pick the search backend,
 the embedder and the recorder from it; ``Resource``s own what must be closed (the Milvus
-connection, the SQLAlchemy engine, the recorder and its spool); use cases are
+connection, the SQLAlchemy engine, the recorder and its journal); use cases are
 ``Factory``s. Nothing is built at import time, and tests swap any provider with
 ``container.<provider>.override(fake)``.
 """
@@ -10,8 +10,10 @@ connection, the SQLAlchemy engine, the recorder and its spool); use cases are
 from __future__ import annotations
 
 import logging
-import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from dependency_injector import containers, providers
@@ -28,11 +30,13 @@ from lookup_knowledge.adapters.audit import (
     AuditSessionState,
     SqlAuditQueries,
     SqlToolInvocationRecorder,
+    build_sql_recorder,
     create_audit_engine,
     upgrade_database,
 )
 from lookup_knowledge.adapters.audit.answer_checks import SqlAnswerCheckStore, SqlSessionEvidence
 from lookup_knowledge.adapters.config import AuditDurability, Settings
+from lookup_knowledge.adapters.durable_files import DurableFiles
 from lookup_knowledge.adapters.private_files import private_directory
 from lookup_knowledge.adapters.runtime import (
     DisabledRecorder,
@@ -234,30 +238,37 @@ def _hashing_embedder(settings: Settings) -> HashingEmbedder:
     return HashingEmbedder(dimension=settings.embedder.hashing.dimension)
 
 
-def _audit_engine(settings: Settings) -> Iterator[Engine]:
+@dataclass(frozen=True, slots=True)
+class AuditDatabase:
+    """The audit engine and, when the start-up migration found the database down, the
+    migration the recorder runs before its first write (None: migrated, or not asked)."""
+
+    engine: Engine
+    pending_migration: Callable[[], object] | None = None
+
+
+def _audit_database(settings: Settings) -> Iterator[AuditDatabase]:
     if settings.audit.database_url is None:
         _data_dir(settings)
     engine = create_audit_engine(settings.audit_database_url)
+    pending: Callable[[], object] | None = None
     try:
         if settings.audit.auto_migrate:
             try:
                 upgrade_database(engine)
             except AuditUnavailable as error:
-                # Start anyway: the recorder spools, and migrates before its first write.
-                _UNMIGRATED.add(engine)
+                # Start anyway: the recorder journals, and migrates before its first write.
+                pending = partial(upgrade_database, engine)
                 logger.warning(
                     "the audit database is unreachable (%s); lookups are recorded in the "
-                    "local spool %s and replayed, after the schema migration, once it is back",
+                    "local journal %s and replayed, after the schema migration, once it is "
+                    "back",
                     error,
-                    settings.audit_spool_dir,
+                    settings.audit_journal_dir,
                 )
-        yield engine
+        yield AuditDatabase(engine, pending)
     finally:
         engine.dispose()
-
-
-# Engines whose start-up migration waits for the database to come back.
-_UNMIGRATED: weakref.WeakSet[Engine] = weakref.WeakSet()
 
 
 # How long the background writer lets a record wait for others to share its
@@ -265,23 +276,27 @@ _UNMIGRATED: weakref.WeakSet[Engine] = weakref.WeakSet()
 AUDIT_LINGER_S = 0.05
 
 
-def _sql_recorder(engine: Engine, settings: Settings) -> Iterator[SqlToolInvocationRecorder]:
-    if settings.audit.spool_dir is None:
+def _sql_recorder(
+    database: AuditDatabase, settings: Settings
+) -> Iterator[SqlToolInvocationRecorder]:
+    """The recorder as a Resource: ``shutdown_resources`` closes it (``LookupApp.close``;
+    the CLI closes its app before ``exit_now``), moving what is pending once."""
+    if settings.audit.journal_dir is None:
         _data_dir(settings)
-    # The start-up migration found the database down: the recorder runs it before its
-    # first write, so the spool is replayed into a schema that exists.
     # The lookup waits for the journal append only; the background writer moves the
-    # records into the database in batches, and every reader flushes first.
-    recorder = SqlToolInvocationRecorder(
-        engine,
-        settings.audit_spool_dir,
+    # records into the database in batches, and every reader flushes first. A migration
+    # the start-up could not run runs before the first write, so the journal is replayed
+    # into a schema that exists.
+    recorder = build_sql_recorder(
+        database.engine,
+        settings.audit_journal_dir,
         write_behind=True,
         linger_s=AUDIT_LINGER_S,
-        fsync=settings.audit.durability is not AuditDurability.PROCESS,
+        files=DurableFiles(enabled=settings.audit.durability is not AuditDurability.PROCESS),
         commit_before_return=settings.audit.durability is AuditDurability.DATABASE,
         adopt_unbound_journals=settings.audit.adopt_unbound_journals,
         keep_shown_text=settings.audit.keep_shown_text,
-        prepare=(lambda: upgrade_database(engine)) if engine in _UNMIGRATED else None,
+        prepare=database.pending_migration,
     )
     try:
         yield recorder
@@ -469,10 +484,11 @@ class Container(containers.DeclarativeContainer):
         memory=memory_knowledge,
     )
 
-    audit_engine = providers.Resource(_audit_engine, settings)
+    audit_database = providers.Resource(_audit_database, settings)
+    audit_engine = providers.Callable(attrgetter("engine"), audit_database)
     recorder = providers.Selector(
         providers.Callable(_audit_mode, settings),
-        sql=providers.Resource(_sql_recorder, audit_engine, settings),
+        sql=providers.Resource(_sql_recorder, audit_database, settings),
         off=providers.Singleton(DisabledRecorder),
     )
     audit_queries = providers.Selector(

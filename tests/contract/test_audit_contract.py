@@ -183,7 +183,7 @@ def test_text_a_database_refuses_is_stored_cleaned(backend: AuditBackend) -> Non
     assert (detail.evidence[0].source, detail.evidence[0].category) == ("a😀.md", "c")
 
 
-def test_a_record_after_close_is_kept_in_the_spool(backend: AuditBackend) -> None:
+def test_a_record_after_close_is_kept_in_the_journal(backend: AuditBackend) -> None:
     """A lookup still in flight when the recorder closes: its record is spooled, not lost
     and not written to the database."""
     sid = session()

@@ -206,7 +206,7 @@ def test_audit_disabled_touches_no_audit_database(tmp_path: Path) -> None:
         result = lookup_app.lookup("anything", session_id="s")
     assert result["found"] is False
     assert not (tmp_path / "audit.db").exists()
-    assert not (tmp_path / "audit-spool").exists()
+    assert not (tmp_path / "audit-journal").exists()
 
 
 # --------------------------------------------------------------------------- asyncio, health

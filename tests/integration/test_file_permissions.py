@@ -1,6 +1,6 @@
 """What the package creates is its owner's only (folders 0700, files
 0600) whatever the umask: the data dir, the SQLite audit file and its -wal/-shm, the
-spool folder and files, the Milvus Lite folder. Real adapters: Milvus Lite, SQLite."""
+journal folder and files, the Milvus Lite folder. Real adapters: Milvus Lite, SQLite."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from lookup_knowledge import create_app
-from lookup_knowledge.adapters.audit.spool import Spool
+from lookup_knowledge.adapters.audit.journal import Journal
+from lookup_knowledge.adapters.durable_files import DurableFiles
 from tests.support.audit_data import invocation
 
 
@@ -44,7 +45,7 @@ def test_created_files_and_folders_are_private(tmp_path: Path, umask: int) -> No
             data_dir: 0o700,
             data_dir.parent: 0o700,  # a missing parent it had to create
             data_dir / "milvus.db": 0o700,
-            data_dir / "audit-spool": 0o700,
+            data_dir / "audit-journal": 0o700,
             audit: 0o600,
             Path(f"{audit}-wal"): 0o600,
             Path(f"{audit}-shm"): 0o600,
@@ -54,14 +55,14 @@ def test_created_files_and_folders_are_private(tmp_path: Path, umask: int) -> No
             assert _mode(path) == expected, f"{path}: {oct(_mode(path))}"
 
 
-def test_spool_files_are_private(tmp_path: Path, umask: int) -> None:
-    spool = Spool(tmp_path / "spool", fsync=False)
+def test_journal_files_are_private(tmp_path: Path, umask: int) -> None:
+    journal = Journal(tmp_path / "journal", files=DurableFiles(enabled=False))
     try:
-        spool.append(invocation("perm-spool", documents=["a.md#chunk-0"]))
-        spool.reject("not a spool line\n", "test", "unit")
-        spool.compact()
-        assert _mode(spool.directory) == 0o700
-        assert _mode(spool.path) == 0o600
-        assert _mode(spool.rejected_path) == 0o600
+        journal.append(invocation("perm-journal", documents=["a.md#chunk-0"]))
+        journal.reject("not a journal line\n", "test", "unit")
+        journal.compact()
+        assert _mode(journal.directory) == 0o700
+        assert _mode(journal.path) == 0o600
+        assert _mode(journal.rejected_path) == 0o600
     finally:
-        spool.close()
+        journal.close()

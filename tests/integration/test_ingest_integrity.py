@@ -383,7 +383,7 @@ def test_a_lone_surrogate_id_is_dropped_never_shown_altered(tmp_path: Path) -> N
     engine a host plugs in) can: the hit is dropped with its reason, never shown."""
     from lookup_knowledge.adapters.audit import (
         SqlAuditQueries,
-        SqlToolInvocationRecorder,
+        build_sql_recorder,
         create_audit_engine,
         upgrade_database,
     )
@@ -406,7 +406,7 @@ def test_a_lone_surrogate_id_is_dropped_never_shown_altered(tmp_path: Path) -> N
     )
     engine = create_audit_engine(f"sqlite:///{tmp_path / 'audit.db'}")
     upgrade_database(engine)
-    recorder = SqlToolInvocationRecorder(engine, tmp_path / "spool")
+    recorder = build_sql_recorder(engine, tmp_path / "spool")
     lookup = LookupKnowledge(
         search=kb,
         transformer=QueryTransformer({}),

@@ -11,7 +11,7 @@ from sqlalchemy import Engine, delete
 
 from lookup_knowledge.adapters.audit import (
     SqlAuditQueries,
-    SqlToolInvocationRecorder,
+    build_sql_recorder,
     create_audit_engine,
     upgrade_database,
 )
@@ -47,7 +47,7 @@ def clear(engine: Engine) -> None:
 
 
 def sql_backend(name: str, engine: Engine, spool_dir: Path) -> AuditBackend:
-    recorder = SqlToolInvocationRecorder(engine, spool_dir, backoff_initial_s=0.0)
+    recorder = build_sql_recorder(engine, spool_dir, backoff_initial_s=0.0)
     return AuditBackend(name, recorder, SqlAuditQueries(engine), engine)
 
 

@@ -11,7 +11,10 @@ from lookup_knowledge.adapters.audit.migrate import (
     upgrade_database,
 )
 from lookup_knowledge.adapters.audit.queries import SqlAuditQueries
-from lookup_knowledge.adapters.audit.recorder import SqlToolInvocationRecorder
+from lookup_knowledge.adapters.audit.recorder import (
+    SqlToolInvocationRecorder,
+    build_sql_recorder,
+)
 from lookup_knowledge.adapters.audit.session_state import AuditSessionState
 
 __all__ = [
@@ -19,6 +22,7 @@ __all__ = [
     "AuditSessionState",
     "SqlAuditQueries",
     "SqlToolInvocationRecorder",
+    "build_sql_recorder",
     "create_audit_engine",
     "current_revision",
     "downgrade_database",

@@ -1,4 +1,4 @@
-"""ToolInvocation <-> plain JSON, for the spool file; and value clean-up before storage.
+"""ToolInvocation <-> plain JSON, for the journal file; and value clean-up before storage.
 
 ``clean_invocation`` makes a record storable everywhere. In every text it stores (ids,
 query, error message, sources, document ids, category, the keys and strings of

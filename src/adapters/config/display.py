@@ -49,7 +49,7 @@ def _effective(settings: Settings, key: SettingKey) -> object:
         "rag.return-n": settings.retrieval.return_n,
         "milvus.uri": settings.milvus_uri,
         "audit.database-url": settings.audit_database_url,
-        "audit.spool-dir": settings.audit_spool_dir,
+        "audit.journal-dir": settings.audit_journal_dir,
     }
     if key.name in derived:
         return derived[key.name]
@@ -103,7 +103,7 @@ _DEFAULT_TEXT = {
     "rag.return-n": str(DEFAULT_RETURN_N),
     "milvus.uri": "<data-dir>/milvus.db",
     "audit.database-url": "sqlite:///<data-dir>/audit.db",
-    "audit.spool-dir": "<data-dir>/audit-spool",
+    "audit.journal-dir": "<data-dir>/audit-journal",
     "embedder.openai.api-key": "$OPENAI_API_KEY",
     "audit.check.judge.api-key": "$OPENAI_API_KEY",
     "rag.rerank.api-key": "$RERANK_API_KEY",

@@ -26,6 +26,10 @@ RESERVED_ENV = frozenset({CONFIG_FILE_ENV})
 
 KeyPath = tuple[str, ...]
 
+# Keys read under their old names (a file, a variable or an override written for an
+# older version keeps working): old path -> the key it sets now.
+RENAMED: dict[KeyPath, KeyPath] = {("audit", "spool-dir"): ("audit", "journal-dir")}
+
 
 def dotted(path: KeyPath) -> str:
     return ".".join(path)
@@ -63,6 +67,11 @@ class KeySchema:
         self.keys = keys
         self.sections = sections
         self._index = {k.path: k for k in keys}
+
+    @staticmethod
+    def current(path: KeyPath) -> KeyPath:
+        """The path a key has now (``audit.spool-dir`` -> ``audit.journal-dir``)."""
+        return RENAMED.get(path, path)
 
     def key(self, path: KeyPath) -> SettingKey | None:
         return self._index.get(path)

@@ -59,6 +59,8 @@ from lookup_knowledge.domain.settings import (
 )
 
 DEFAULT_DATA_DIR = "./.lookup-knowledge"
+JOURNAL_DIR = "audit-journal"  # under the data directory
+LEGACY_JOURNAL_DIR = "audit-spool"  # its name before "spool" was renamed "journal"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 _WHOLE = "must be a whole number"
@@ -717,11 +719,12 @@ class AuditSettings(_Section):
         default=None,
         description="SQLAlchemy URL of the audit database (SQLite or PostgreSQL); password masked.",
     )
-    spool_dir: OptionalPath = Field(
+    journal_dir: OptionalPath = Field(
         default=None,
         description="Folder of the local audit journal: every record is written there "
         "before the lookup returns and moved into the database in the background; it "
-        "also keeps records while the database is unreachable.",
+        "also keeps records while the database is unreachable (audit.spool-dir, its "
+        "old name, is still read).",
     )
     durability: AuditDurability = Field(
         default=AuditDurability.FSYNC,
@@ -761,9 +764,9 @@ class AuditSettings(_Section):
             ) from None
         return value
 
-    @field_validator("spool_dir")
+    @field_validator("journal_dir")
     @classmethod
-    def _absolute_spool_dir(cls, value: Path | None) -> Path | None:
+    def _absolute_journal_dir(cls, value: Path | None) -> Path | None:
         return None if value is None else _absolute(value)
 
 
@@ -981,7 +984,7 @@ class ServerSettings(_Section):
         default=1.5,
         gt=0,
         le=60,
-        description="Longest each /readyz check (search, audit store, spool) may take; "
+        description="Longest each /readyz check (search, audit store, journal) may take; "
         "one that has not answered by then is reported failing.",
     )
     login_attempts_per_minute: Whole = Field(
@@ -1041,7 +1044,7 @@ class Settings(_Masked, BaseSettings):
     data_dir: Path = Field(
         default=Path(DEFAULT_DATA_DIR),
         validate_default=True,
-        description="Folder of the embedded Milvus Lite file, audit database and spool "
+        description="Folder of the embedded Milvus Lite file, audit database and journal "
         "(absolute against the working directory at load time).",
     )
     rag: RagSettings = Field(default_factory=RagSettings)
@@ -1178,8 +1181,15 @@ class Settings(_Masked, BaseSettings):
         return self.audit.database_url or f"sqlite:///{self.data_dir / 'audit.db'}"
 
     @property
-    def audit_spool_dir(self) -> Path:
-        return self.audit.spool_dir or self.data_dir / "audit-spool"
+    def audit_journal_dir(self) -> Path:
+        """``audit.journal-dir``, else ``<data-dir>/audit-journal``; a data directory an
+        older version wrote keeps its ``audit-spool`` folder (nothing in it is lost)."""
+        if self.audit.journal_dir is not None:
+            return self.audit.journal_dir
+        legacy = self.data_dir / LEGACY_JOURNAL_DIR
+        if legacy.is_dir() and not (self.data_dir / JOURNAL_DIR).exists():
+            return legacy
+        return self.data_dir / JOURNAL_DIR
 
     @property
     def domains_file(self) -> Path | None:

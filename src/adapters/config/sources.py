@@ -100,7 +100,7 @@ def flatten_into(layer: Layer, data: Mapping[Any, Any], source: str, prefix: Key
             if schema.is_map(path):
                 layer[(*path, ".".join(segments[index:]))] = Assignment(value, source)
                 break
-            candidate = (*path, segment.replace("_", "-"))
+            candidate = schema.current((*path, segment.replace("_", "-")))
             if schema.is_leaf(candidate) and index == len(segments) - 1:
                 layer[candidate] = Assignment(value, source)
                 break
@@ -264,7 +264,7 @@ def environment_layer(environ: Mapping[str, str]) -> Layer:
                 entry = "__".join(segments[index:]).lower()
                 layer[(*path, entry)] = Assignment(raw, source)
                 break
-            candidate = (*path, segment.lower().replace("_", "-"))
+            candidate = schema.current((*path, segment.lower().replace("_", "-")))
             if schema.is_leaf(candidate) and index == len(segments) - 1:
                 layer[candidate] = Assignment(raw, source)
                 break

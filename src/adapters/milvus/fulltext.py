@@ -39,7 +39,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import shutil
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -47,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lookup_knowledge.adapters.durable_files import FSYNCED, DurableFiles
 from lookup_knowledge.domain.access import UNRESTRICTED, AccessScope, storage_key
 from lookup_knowledge.domain.relevance import bm25_idf
 
@@ -111,14 +111,6 @@ def available() -> bool:
     return True
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _schema() -> Any:
     import tantivy
 
@@ -147,8 +139,11 @@ class FullTextIndex:
         read_rows: RowReader,
         count_rows: Callable[[], int],
         heap_bytes: int = 64_000_000,
+        files: DurableFiles = FSYNCED,
     ) -> None:
+        """``files``: how the journal and the meta file are made durable."""
         self._root = root
+        self._files = files
         self._analysis = analysis
         self._read_rows = read_rows
         self._count_rows = count_rows
@@ -181,9 +176,8 @@ class FullTextIndex:
         tmp = self._root / (_META + ".tmp")
         tmp.write_text(json.dumps({"format": FORMAT, "analysis": self._analysis}), "utf-8")
         with open(tmp, "rb+") as handle:
-            os.fsync(handle.fileno())
-        os.replace(tmp, self._root / _META)
-        _fsync_dir(self._root)
+            self._files.sync(handle)
+        self._files.replace(tmp, self._root / _META)
 
     def _ensure_open(self) -> None:
         if self._index is not None and not self._needs_repair:
@@ -282,22 +276,10 @@ class FullTextIndex:
         self._ensure_open()
         line = json.dumps(unique, ensure_ascii=False) + "\n"
         with self._lock:
-            path = self._root / _JOURNAL
-            created = not path.exists()
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-            try:
-                os.write(fd, line.encode("utf-8"))
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            if created:
-                _fsync_dir(self._root)
+            self._files.append_line(self._root / _JOURNAL, line.encode("utf-8"))
 
     def _clear_journal(self) -> None:
-        path = self._root / _JOURNAL
-        if path.exists():
-            path.unlink()
-            _fsync_dir(self._root)
+        self._files.remove(self._root / _JOURNAL)
 
     def failed(self) -> None:
         """A Milvus write failed after ``mark``: repair from Milvus before the next use."""

@@ -12,6 +12,7 @@ from sqlalchemy.engine import URL
 
 from lookup_knowledge.adapters.audit import (
     SqlToolInvocationRecorder,
+    build_sql_recorder,
     create_audit_engine,
     upgrade_database,
 )
@@ -80,7 +81,7 @@ def test_threads_of_one_recorder_write_one_session_gap_free(
     engines: tuple[Engine, Engine], tmp_path: Path
 ) -> None:
     engine, _ = engines
-    recorder = SqlToolInvocationRecorder(engine, tmp_path / "spool", backoff_initial_s=0.0)
+    recorder = build_sql_recorder(engine, tmp_path / "spool", backoff_initial_s=0.0)
     sid = session()
 
     records, outcomes, errors = run_writers([recorder], sid)
@@ -99,8 +100,8 @@ def test_two_recorders_on_separate_engines_share_a_session_gap_free(
 ) -> None:
     a, b = engines
     recorders = [
-        SqlToolInvocationRecorder(a, tmp_path / "spool-a", backoff_initial_s=0.0),
-        SqlToolInvocationRecorder(b, tmp_path / "spool-b", backoff_initial_s=0.0),
+        build_sql_recorder(a, tmp_path / "spool-a", backoff_initial_s=0.0),
+        build_sql_recorder(b, tmp_path / "spool-b", backoff_initial_s=0.0),
     ]
     sid = session()
 

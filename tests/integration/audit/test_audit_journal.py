@@ -16,16 +16,19 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from sqlalchemy import Engine, select, text
 
-from lookup_knowledge.adapters.audit import SqlAuditQueries, SqlToolInvocationRecorder
-from lookup_knowledge.adapters.audit import recorder as recorder_module
-from lookup_knowledge.adapters.audit import spool as spool_module
+from lookup_knowledge.adapters.audit import (
+    SqlAuditQueries,
+    SqlToolInvocationRecorder,
+    build_sql_recorder,
+)
+from lookup_knowledge.adapters.audit.journal import Journal
+from lookup_knowledge.adapters.audit.journal_format import decode
 from lookup_knowledge.adapters.audit.models import tool_invocation
-from lookup_knowledge.adapters.audit.spool import Spool, decode
+from lookup_knowledge.adapters.durable_files import DurableFiles
 from lookup_knowledge.application.ports import InvocationFilter, RecordOutcome
 from lookup_knowledge.application.verify_citations import VerifyCitations
 from tests.support.audit_data import invocation, session
@@ -35,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def write_behind(engine: Engine, journal: Path, **kw: object) -> SqlToolInvocationRecorder:
-    return SqlToolInvocationRecorder(
+    return build_sql_recorder(
         engine,
         journal,
         write_behind=True,
@@ -57,7 +60,7 @@ def stored(engine: Engine, sid: str) -> list[tuple[str, int]]:
 def journal_ids(directory: Path) -> list[str]:
     """The ids in the journal files (sound lines only), file by file."""
     ids: list[str] = []
-    for path in sorted(directory.glob("spool-*.jsonl")):
+    for path in sorted(directory.glob("journal-*.jsonl")):
         for line in path.read_text(encoding="ascii").splitlines(keepends=True):
             try:
                 ids.append(decode(line).id)
@@ -122,7 +125,7 @@ def test_record_returns_journaled_and_every_reader_is_a_barrier(
     assert report.valid_ids == ("b29#chunk-0",)
     assert report.conclusive
     recorder.close()
-    assert list((tmp_path / "journal").glob("spool-*.jsonl")) == []
+    assert list((tmp_path / "journal").glob("journal-*.jsonl")) == []
 
 
 def test_threads_journal_and_batch_into_one_gap_free_session(
@@ -203,28 +206,32 @@ def test_an_outage_keeps_the_records_in_the_journal_and_their_order(
 
 
 def test_the_barrier_does_not_wait_out_a_database_known_to_be_away(
-    db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    db: Database, tmp_path: Path
 ) -> None:
     """Readers (a health probe, ``audit list``) must not sit out the flush timeout when
     the last attempt already failed: one more attempt, then the read goes on."""
     sid = session()
-    recorder = write_behind(db.engine, tmp_path / "journal")
+    waits_allowed = [True]
+
+    def sleep(seconds: float) -> None:
+        if not waits_allowed[0]:
+            raise AssertionError("the barrier waited for the database")
+        time.sleep(seconds)
+
+    recorder = write_behind(db.engine, tmp_path / "journal", sleep=sleep)
     db.outage.go_away()
     try:
         recorder.record(invocation(sid, documents=["w#chunk-0"]))
         assert recorder.flush(sid, timeout_s=0) is False  # an attempt failed: away
 
-        def no_wait(_: float) -> None:
-            raise AssertionError("the barrier waited for the database")
-
-        monkeypatch.setattr(recorder_module, "time", SimpleNamespace(sleep=no_wait))
+        waits_allowed[0] = False
         assert recorder.barrier(sid, timeout_s=30) is False
         queries = SqlAuditQueries(db.direct, barrier=recorder.barrier)
         report = VerifyCitations(queries, recorder, flush_timeout_s=0).execute(sid, ["w#chunk-0"])
         assert report.pending_in_spool == 1
         assert not report.conclusive
     finally:
-        monkeypatch.undo()
+        waits_allowed[0] = True
         db.outage.come_back()
     assert recorder.barrier(sid) is True
     assert len(stored(db.direct, sid)) == 1
@@ -247,30 +254,29 @@ def test_close_does_not_hang_on_a_dead_database_and_leaves_the_journal(
         assert sorted(journal_ids(journal)) == sorted(r.id for r in kept)
     finally:
         db.outage.come_back()
-    successor = SqlToolInvocationRecorder(db.engine, journal)  # replays at start
+    successor = build_sql_recorder(db.engine, journal)  # replays at start
     assert stored(db.direct, sid) == [(r.id, n) for n, r in enumerate(kept, 1)]
     successor.close()
 
 
-def test_concurrent_appends_share_one_fsync(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_concurrent_appends_share_one_fsync(tmp_path: Path) -> None:
     """Group commit: while one append is in its fsync, two more are written; one fsync
     then covers both, so three appends cost two fsyncs."""
-    journal = Spool(tmp_path / "journal")
-    real_fsync = os.fsync
+    counting = [False]
     calls: list[int] = []
     first_in_fsync, release = threading.Event(), threading.Event()
 
     def slow_first_fsync(fd: int) -> None:
-        calls.append(fd)
-        if len(calls) == 1:
-            first_in_fsync.set()
-            assert release.wait(30)
-        real_fsync(fd)
+        if counting[0]:
+            calls.append(fd)
+            if len(calls) == 1:
+                first_in_fsync.set()
+                assert release.wait(30)
+        os.fsync(fd)
 
+    journal = Journal(tmp_path / "journal", files=DurableFiles(fsync=slow_first_fsync))
     journal.append(invocation("warm"))  # opens the file (and syncs its folder)
-    monkeypatch.setattr(spool_module.os, "fsync", slow_first_fsync)
+    counting[0] = True
     threads = [threading.Thread(target=journal.append, args=(invocation("g"),)) for _ in range(3)]
     threads[0].start()
     assert first_in_fsync.wait(30)
@@ -286,12 +292,9 @@ def test_concurrent_appends_share_one_fsync(
     journal.close()
 
 
-def test_process_durability_writes_without_fsync(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    journal = Spool(tmp_path / "journal", fsync=False)
+def test_process_durability_writes_without_fsync(tmp_path: Path) -> None:
     synced: list[int] = []
-    monkeypatch.setattr(spool_module.os, "fsync", synced.append)
+    journal = Journal(tmp_path / "journal", files=DurableFiles(synced.append, enabled=False))
     r = invocation("p")
     journal.append(r)
     assert synced == []
@@ -344,9 +347,9 @@ def test_a_lookups_record_survives_kill_9_right_after_lookup_returns(
         assert invocation_id, "the child printed no invocation id"
         assert stored(audit_engine, sid) == []  # not in the database: only in the journal
 
-    journal = data_dir / "audit-spool"
+    journal = data_dir / "audit-journal"
     assert journal_ids(journal) == [invocation_id]
-    successor = SqlToolInvocationRecorder(audit_engine, journal)
+    successor = build_sql_recorder(audit_engine, journal)
     assert stored(audit_engine, sid) == [(invocation_id, 1)]
     detail = SqlAuditQueries(audit_engine).get_invocation(invocation_id)
     assert detail.summary.query == "what survives a kill -9?"
@@ -358,30 +361,43 @@ KILLED_IN_A_BATCH = """
 import sys, threading, time
 from pathlib import Path
 from lookup_knowledge.adapters.audit import SqlToolInvocationRecorder, create_audit_engine
+from lookup_knowledge.adapters.audit.backoff import Backoff
+from lookup_knowledge.adapters.audit.engine import database_key
+from lookup_knowledge.adapters.audit.journal import Journal
+from lookup_knowledge.adapters.audit.mover import JournalMover
+from lookup_knowledge.adapters.audit.sql_writer import BATCH_SIZE, SqlBatchWriter
 from tests.support.audit_data import invocation
 
 url, journal, phase, sid, count = sys.argv[1:6]
 gate = threading.Event()
 
-class Stopped(SqlToolInvocationRecorder):
+class Stopped(JournalMover):
     def _drain_locked(self, respect_backoff):
         gate.wait()  # every record is journaled first: they go in one batch
         return super()._drain_locked(respect_backoff)
 
+class StoppedWriter(SqlBatchWriter):
     def _insert_rows(self, conn, rows, evidence):
         super()._insert_rows(conn, rows, evidence)
         if phase == "before-commit":
             print("IN-BATCH", len(rows), flush=True)
             time.sleep(600)
 
-    def _write_batch(self, invocations):
-        super()._write_batch(invocations)
+    def write(self, invocations):
+        super().write(invocations)
         if phase == "after-commit":  # stored, not yet taken off the journal
             print("IN-BATCH", len(invocations), flush=True)
             time.sleep(600)
 
 engine = create_audit_engine(url)
-recorder = Stopped(engine, Path(journal), write_behind=True)
+mover = Stopped(
+    Journal(Path(journal), database=database_key(engine.url)),
+    StoppedWriter(engine),
+    Backoff(0.5, 30.0),
+    batch_size=BATCH_SIZE,
+)
+mover.start()
+recorder = SqlToolInvocationRecorder(mover, write_behind=True)
 records = [invocation(sid, documents=[f"k{i}#chunk-0"]) for i in range(int(count))]
 for r in records:
     recorder.record(r)
@@ -398,7 +414,7 @@ def test_kill_9_during_a_batch_transfer_loses_nothing_and_stores_nothing_twice(
     sid = session()
     journal = tmp_path / "journal"
     first = invocation(sid)
-    earlier = SqlToolInvocationRecorder(audit_engine, tmp_path / "other")
+    earlier = build_sql_recorder(audit_engine, tmp_path / "other")
     assert earlier.record(first) is RecordOutcome.COMMITTED  # the session's seq 1
     earlier.close()
     args = [_url(audit_engine), str(journal), phase, sid, "40"]
@@ -428,41 +444,42 @@ def test_kill_9_during_a_batch_transfer_loses_nothing_and_stores_nothing_twice(
         assert in_database == [first.id, *ids]  # committed; still in the journal too
     assert journal_ids(journal) == ids
 
-    successor = SqlToolInvocationRecorder(audit_engine, journal)  # adopts and replays
+    successor = build_sql_recorder(audit_engine, journal)  # adopts and replays
     assert stored(audit_engine, sid) == [(i, n) for n, i in enumerate([first.id, *ids], 1)]
     assert successor.pending_count() == 0
     successor.close()
     assert journal_ids(journal) == []
 
 
-EXITS_WITHOUT_CLOSE = """
+EXITS_THROUGH_THE_CLI = """
 import sys
-from pathlib import Path
-from lookup_knowledge.adapters.audit import SqlToolInvocationRecorder, create_audit_engine
-from tests.support.audit_data import invocation
+from lookup_knowledge import create_app
+from lookup_knowledge.adapters.audit import mover
+from lookup_knowledge.adapters.cli.app import exit_now
 
-url, journal, sid = sys.argv[1:4]
-
-class Idle(SqlToolInvocationRecorder):
-    def background_step(self):
-        return 60.0  # the background writer never gets to it: only the exit hook can
-
-recorder = Idle(create_audit_engine(url), Path(journal), write_behind=True)
-records = [invocation(sid) for _ in range(5)]
-for r in records:
-    recorder.record(r)
-print(" ".join(r.id for r in records), flush=True)
-# no close(): the interpreter exits with the records still in the journal
+mover.JournalMover.background_step = lambda self: 60.0  # only closing moves the journal
+overrides = {
+    "data-dir": sys.argv[1], "search.backend": "memory", "embedder.provider": "hashing",
+    "audit.database-url": sys.argv[2], "audit.auto-migrate": False,
+    "audit.journal-dir": sys.argv[3],
+}
+with create_app(overrides=overrides) as app:  # what every CLI command does
+    ids = [app.lookup("what is moved at exit?", session_id=sys.argv[4])["invocationId"]
+           for _ in range(5)]
+print(" ".join(ids), flush=True)
+exit_now(SystemExit(0))
 """
 
 
-def test_an_exiting_process_moves_its_journal_without_being_closed(
-    audit_engine: Engine, tmp_path: Path
-) -> None:
+def test_an_exiting_cli_process_moves_its_journal(audit_engine: Engine, tmp_path: Path) -> None:
+    """The container's Resources close the recorder when the app closes, and the CLI
+    closes its app before ``exit_now`` (which skips the interpreter's teardown): what
+    the background writer never moved is in the database when the process is gone."""
     sid = session()
     journal = tmp_path / "journal"
+    args = [str(tmp_path / "data"), _url(audit_engine), str(journal), sid]
     done = subprocess.run(
-        [sys.executable, "-c", EXITS_WITHOUT_CLOSE, _url(audit_engine), str(journal), sid],
+        [sys.executable, "-c", EXITS_THROUGH_THE_CLI, *args],
         capture_output=True,
         text=True,
         env=_env(),
@@ -472,5 +489,6 @@ def test_an_exiting_process_moves_its_journal_without_being_closed(
     )
     assert done.returncode == 0, done.stderr[-2000:]
     ids = done.stdout.split()
+    assert len(ids) == 5
     assert stored(audit_engine, sid) == [(i, n) for n, i in enumerate(ids, 1)]
-    assert list(journal.glob("spool-*.jsonl")) == []  # drained and removed at exit
+    assert list(journal.glob("journal-*.jsonl")) == []  # drained and removed at exit

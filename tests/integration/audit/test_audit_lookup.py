@@ -12,6 +12,7 @@ from lookup_knowledge.adapters.audit import (
     AuditSessionState,
     SqlAuditQueries,
     SqlToolInvocationRecorder,
+    build_sql_recorder,
     create_audit_engine,
 )
 from lookup_knowledge.adapters.runtime import SystemClock
@@ -79,7 +80,7 @@ class TinySearch(KnowledgeSearchPort):
 
 def sql_lookup(engine: Engine, spool: Path) -> tuple[LookupKnowledge, SqlToolInvocationRecorder]:
     """The use case over the SQL audit store: its recorder and its session state."""
-    recorder = SqlToolInvocationRecorder(engine, spool, backoff_initial_s=0.0)
+    recorder = build_sql_recorder(engine, spool, backoff_initial_s=0.0)
     built = make_lookup(
         TinySearch(),
         domains={"billing": ["refund", "refunds"], "network": ["vpn"]},

@@ -24,11 +24,14 @@ from sqlalchemy import Connection, Engine, func, select, text
 from lookup_knowledge.adapters.audit import (
     SqlAuditQueries,
     SqlToolInvocationRecorder,
+    build_sql_recorder,
     create_audit_engine,
 )
-from lookup_knowledge.adapters.audit import spool as spool_module
+from lookup_knowledge.adapters.audit.journal import Journal
+from lookup_knowledge.adapters.audit.journal_format import decode, encode
+from lookup_knowledge.adapters.audit.journal_segments import open_for_reading
 from lookup_knowledge.adapters.audit.models import invocation_evidence, tool_invocation
-from lookup_knowledge.adapters.audit.spool import Spool, decode, encode
+from lookup_knowledge.adapters.audit.sql_writer import SqlBatchWriter
 from lookup_knowledge.application.ports import InvocationFilter, RecordOutcome
 from lookup_knowledge.application.verify_citations import VerifyCitations
 from lookup_knowledge.domain.errors import AuditError, AuditUnavailable
@@ -40,7 +43,7 @@ from tests.support.tcp_proxy import closed_port
 def recorder_for(engine: Engine, spool: Path, **kw: object) -> SqlToolInvocationRecorder:
     """No backoff; no background drainer (unless asked): outcomes depend on the test only."""
     kw.setdefault("background_drain_s", None)
-    return SqlToolInvocationRecorder(engine, spool, backoff_initial_s=0.0, **kw)  # type: ignore[arg-type]
+    return build_sql_recorder(engine, spool, backoff_initial_s=0.0, **kw)  # type: ignore[arg-type]
 
 
 def database_down() -> None:
@@ -66,10 +69,10 @@ def evidence_count(conn: Connection, sid: str) -> int:
     )
 
 
-def spool_files(directory: Path) -> list[Path]:
+def journal_files(directory: Path) -> list[Path]:
     """The journal files that hold records: a live recorder keeps its own file open and
     truncates it once everything in it is in the database; ``close`` removes it."""
-    return sorted(p for p in directory.glob("spool-*.jsonl") if p.stat().st_size)
+    return sorted(p for p in directory.glob("journal-*.jsonl") if p.stat().st_size)
 
 
 # --------------------------------------------------------------------------- outage
@@ -106,7 +109,7 @@ def test_outage_loses_nothing_and_keeps_order(db: Database, tmp_path: Path) -> N
     assert stored(db.direct, sid) == [(r.id, i) for i, r in enumerate(records, 1)]
     with db.direct.connect() as conn:
         assert evidence_count(conn, sid) == 20
-    assert spool_files(tmp_path / "spool") == []  # the journal is emptied once all is stored
+    assert journal_files(tmp_path / "spool") == []  # the journal is emptied once all is stored
     report = VerifyCitations(SqlAuditQueries(db.direct), recorder).execute(sid, ["d5#chunk-0"])
     assert report.valid_ids == ("d5#chunk-0",)
     assert report.conclusive
@@ -131,8 +134,8 @@ def test_flush_waits_for_the_database_to_come_back(db: Database, tmp_path: Path)
 def test_backoff_skips_the_database_until_it_expires(tmp_path: Path) -> None:
     now = [100.0]
     dead = create_audit_engine(f"postgresql+psycopg://postgres@127.0.0.1:{closed_port()}/x")
-    recorder = SqlToolInvocationRecorder(
-        dead, tmp_path / "spool", backoff_initial_s=5.0, monotonic=lambda: now[0]
+    recorder = build_sql_recorder(
+        dead, tmp_path / "spool", backoff_initial_s=5.0, clock=lambda: now[0]
     )
     sid = session()
     recorder.record(invocation(sid))
@@ -149,32 +152,32 @@ def test_backoff_skips_the_database_until_it_expires(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- restarts
 
 
-def test_startup_replays_a_spool_left_by_a_previous_process(db: Database, tmp_path: Path) -> None:
+def test_startup_replays_a_journal_left_by_a_previous_process(db: Database, tmp_path: Path) -> None:
     sid = session()
     spool = tmp_path / "spool"
     first = recorder_for(db.engine, spool, prepare=database_down)  # its database is away
     records = [invocation(sid, documents=[f"x{i}#chunk-0"]) for i in range(4)]
     assert [first.record(r) for r in records] == [RecordOutcome.SPOOLED] * 4
     first.close()  # the process ends with records still spooled
-    assert len(spool_files(spool)) == 1
+    assert len(journal_files(spool)) == 1
 
     second = recorder_for(db.engine, spool)  # start-up replay
 
     assert second.pending_count() == 0
     assert stored(db.direct, sid) == [(r.id, i) for i, r in enumerate(records, 1)]
-    assert spool_files(spool) == []
+    assert journal_files(spool) == []
     second.close()
 
 
-def test_a_live_spool_is_not_adopted_by_another_recorder(tmp_path: Path) -> None:
+def test_a_live_journal_is_not_adopted_by_another_recorder(tmp_path: Path) -> None:
     spool = tmp_path / "spool"
     dead = create_audit_engine(f"postgresql+psycopg://postgres@127.0.0.1:{closed_port()}/x")
     first = recorder_for(dead, spool)
     first.record(invocation(session()))
-    [live] = spool_files(spool)
+    [live] = journal_files(spool)
     second = recorder_for(dead, spool)
     assert second.flush(timeout_s=0) is False  # flush adopts orphans, not live spools
-    assert spool_files(spool) == [live]  # still owned by the first (it holds the lock)
+    assert journal_files(spool) == [live]  # still owned by the first (it holds the lock)
     assert first.pending_count() == 1
     assert second.pending_count() == 1  # pending in the first's spool: seen, not owned
     first.close()
@@ -185,7 +188,7 @@ def test_a_live_spool_is_not_adopted_by_another_recorder(tmp_path: Path) -> None
     dead.dispose()
 
 
-def test_corrupt_and_truncated_spool_lines_are_reported_and_skipped(
+def test_corrupt_and_truncated_journal_lines_are_reported_and_skipped(
     db: Database, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     sid = session()
@@ -214,7 +217,7 @@ def test_corrupt_and_truncated_spool_lines_are_reported_and_skipped(
     recorder.close()
 
 
-def test_spool_line_codec_round_trips_and_detects_damage() -> None:
+def test_journal_line_codec_round_trips_and_detects_damage() -> None:
     r = invocation(session(), documents=["a#chunk-0"])
     r = replace(r, query="naïve ✓ \u2028 newline\n inside", retrieval_details={"x": [1, 2.5]})
     line = encode(r)
@@ -237,7 +240,7 @@ def test_spool_line_codec_round_trips_and_detects_damage() -> None:
 # --------------------------------------------------------------------------- idempotency
 
 
-def test_a_record_committed_and_also_spooled_is_stored_once(db: Database, tmp_path: Path) -> None:
+def test_a_record_committed_and_also_journaled_is_stored_once(db: Database, tmp_path: Path) -> None:
     """The commit reached the database but its acknowledgement did not: the recorder
     spooled it too. Replaying it must be a no-op."""
     sid = session()
@@ -245,7 +248,7 @@ def test_a_record_committed_and_also_spooled_is_stored_once(db: Database, tmp_pa
     r = invocation(sid, documents=["a#chunk-0"])
     direct = recorder_for(db.engine, tmp_path / "elsewhere")
     assert direct.record(r) is RecordOutcome.COMMITTED
-    leftover = Spool(spool)
+    leftover = Journal(spool)
     leftover.append(r)
     leftover.close()
 
@@ -260,7 +263,7 @@ def test_a_record_committed_and_also_spooled_is_stored_once(db: Database, tmp_pa
     recorder.close()
 
 
-class StaleSeqRecorder(SqlToolInvocationRecorder):
+class StaleSeqWriter(SqlBatchWriter):
     """Reads a stale max(seq) once, as a writer that skipped the session lock would."""
 
     stale_reads = 1
@@ -273,16 +276,17 @@ class StaleSeqRecorder(SqlToolInvocationRecorder):
         return highest
 
 
-def test_a_seq_conflict_is_retried_not_spooled(db: Database, tmp_path: Path) -> None:
+def test_a_seq_conflict_is_retried_not_left_pending(db: Database, tmp_path: Path) -> None:
     sid = session()
     plain = recorder_for(db.engine, tmp_path / "a")
     first = invocation(sid)
     plain.record(first)
-    racer = StaleSeqRecorder(db.engine, tmp_path / "b", backoff_initial_s=0.0)
+    stale = StaleSeqWriter(db.engine)
+    racer = build_sql_recorder(db.engine, tmp_path / "b", backoff_initial_s=0.0, writer=stale)
     second = invocation(sid)
 
     assert racer.record(second) is RecordOutcome.COMMITTED
-    assert racer.stale_reads == 0
+    assert stale.stale_reads == 0
     assert racer.failure_count() == 0
     assert stored(db.direct, sid) == [(first.id, 1), (second.id, 2)]
     plain.close()
@@ -376,15 +380,15 @@ def test_an_invalid_record_cannot_be_made(db: Database, tmp_path: Path) -> None:
     recorder.close()
 
 
-def test_an_unwritable_spool_raises_audit_error(tmp_path: Path) -> None:
+def test_an_unwritable_journal_raises_audit_error(tmp_path: Path) -> None:
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("x")
     dead = create_audit_engine(f"postgresql+psycopg://postgres@127.0.0.1:{closed_port()}/x")
     with pytest.raises(AuditError):
-        SqlToolInvocationRecorder(dead, not_a_dir)
+        build_sql_recorder(dead, not_a_dir)
 
     spool = tmp_path / "spool"
-    recorder = SqlToolInvocationRecorder(dead, spool, backoff_initial_s=0.0)
+    recorder = build_sql_recorder(dead, spool, backoff_initial_s=0.0)
     shutil.rmtree(spool)
     spool.write_text("now a file")  # the directory is gone and cannot be recreated
     with pytest.raises(AuditError):
@@ -479,22 +483,21 @@ def test_every_text_field_is_cleaned_of_what_a_database_refuses(
 # --------------------------------------------------------------------------- shared spool dir
 
 
-def test_a_spool_rewritten_while_another_process_adopts_it_is_left_alone(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_journal_rewritten_while_another_process_adopts_it_is_left_alone(
+    tmp_path: Path,
 ) -> None:
-    """The adopter opens a live spool; its owner rewrites it (compaction replaces the
+    """The adopter opens a live journal; its owner rewrites it (compaction replaces the
     file and releases the old one's lock); the adopter then locks the *old* file. It
     must notice that the file at the name is another one, and leave it alone."""
     directory = tmp_path / "spool"
-    owner = Spool(directory)
+    owner = Journal(directory)
     first, second, third = (invocation("s") for _ in range(3))
     owner.append(first)
     owner.append(second)
-    real_open = spool_module._open_for_reading
     compacted: list[bool] = []
 
     def open_then_owner_compacts(path: Path) -> IO[str]:
-        handle = real_open(path)
+        handle = open_for_reading(path)
         if path == owner.path and not compacted:
             head = owner.head()
             assert head is not None
@@ -503,17 +506,15 @@ def test_a_spool_rewritten_while_another_process_adopts_it_is_left_alone(
             compacted.append(True)
         return handle
 
-    monkeypatch.setattr(spool_module, "_open_for_reading", open_then_owner_compacts)
-    adopter = Spool(directory)
+    adopter = Journal(directory, open_segment=open_then_owner_compacts)
     assert adopter.adopt_orphans() == 0
-    monkeypatch.undo()
     assert compacted
     assert owner.path.exists()
     owner.append(third)  # durable, as far as the owner knows
     adopter.close()
     owner.close()  # the owner's process ends with records still spooled
 
-    survivor = Spool(directory)
+    survivor = Journal(directory)
     survivor.adopt_orphans()
     assert survivor.pending_ids() == [second.id, third.id]
     survivor.close()
@@ -539,11 +540,11 @@ def test_orphans_of_several_dead_processes_replay_in_lookup_order(
     recorder = recorder_for(db.engine, spool)
 
     assert stored(db.direct, sid) == [(r.id, i) for i, r in enumerate(records, 1)]
-    assert spool_files(spool) == []
+    assert journal_files(spool) == []
     recorder.close()
 
 
-def test_records_in_another_process_live_spool_are_pending_for_a_verifier(
+def test_records_in_another_process_live_journal_are_pending_for_a_verifier(
     db: Database, tmp_path: Path
 ) -> None:
     """The lookup server spooled a record (its database was briefly unreachable); a
@@ -558,7 +559,7 @@ def test_records_in_another_process_live_spool_are_pending_for_a_verifier(
     elsewhere.close()
     assert server.record(shown) is RecordOutcome.SPOOLED
     assert server.record(acked_late) is RecordOutcome.SPOOLED  # ...and in the live spool
-    [live] = spool_files(spool)
+    [live] = journal_files(spool)
     with open(live, "a", encoding="ascii") as out:
         out.write('0badc0de {"half a line')  # damaged / half-written: tolerated
 
@@ -571,7 +572,7 @@ def test_records_in_another_process_live_spool_are_pending_for_a_verifier(
     assert not report.conclusive
     assert verifier.pending_count() == 1
     assert verifier.pending_count(session()) == 0
-    assert spool_files(spool) == [live]  # read, not adopted
+    assert journal_files(spool) == [live]  # read, not adopted
 
     server.close()  # the server stops; its spool is an orphan now
     report = verify.execute(sid, ["runbooks/a#chunk-0"])  # flush adopts and replays it
@@ -591,7 +592,7 @@ def _wait_until(condition: Callable[[], bool], timeout_s: float = 10.0) -> bool:
     return True
 
 
-def test_an_idle_recorder_replays_its_spool_once_the_backoff_is_over(
+def test_an_idle_recorder_replays_its_journal_once_the_backoff_is_over(
     db: Database, tmp_path: Path
 ) -> None:
     """No further lookups, no flush: the background drainer replays the spool after the
@@ -605,11 +606,11 @@ def test_an_idle_recorder_replays_its_spool_once_the_backoff_is_over(
         return now[0]
 
     threads_before = set(threading.enumerate())
-    recorder = SqlToolInvocationRecorder(
+    recorder = build_sql_recorder(
         db.engine,
         tmp_path / "spool",
         backoff_initial_s=5.0,
-        monotonic=clock,
+        clock=clock,
         background_drain_s=0.001,
     )
     [drainer] = set(threading.enumerate()) - threads_before
@@ -652,7 +653,7 @@ def test_a_record_that_arrives_after_close_is_kept_for_the_next_recorder(
         recorder.close()
         assert recorder.record(late) is RecordOutcome.SPOOLED  # durable, not an error
         assert recorder.pending_count(sid) == 2
-        assert len(spool_files(spool)) == 2  # its own file: no live spool to append to
+        assert len(journal_files(spool)) == 2  # its own file: no live spool to append to
         assert recorder.flush(sid, timeout_s=0) is False
     finally:
         db.outage.come_back()
@@ -660,6 +661,6 @@ def test_a_record_that_arrives_after_close_is_kept_for_the_next_recorder(
 
     successor = recorder_for(db.engine, spool)
     assert stored(db.direct, sid) == [(before.id, 1), (late.id, 2)]
-    assert spool_files(spool) == []
+    assert journal_files(spool) == []
     assert recorder.pending_count(sid) == 0  # the closed one sees them gone, too
     successor.close()

@@ -159,4 +159,4 @@ def test_auto_migrate_cli_starts_while_postgres_is_down(tmp_path: Path) -> None:
     # No evidence in an empty store (exit 0 or 1 by the CLI's rules), but it ran.
     assert "Traceback" not in done.stderr
     assert done.stderr.count("unreachable") == 1, done.stderr
-    assert list((tmp_path / "data" / "audit-spool").glob("spool-*.jsonl"))
+    assert list((tmp_path / "data" / "audit-journal").glob("journal-*.jsonl"))

@@ -16,16 +16,16 @@ from sqlalchemy import Engine, func, insert, inspect, select
 
 from lookup_knowledge.adapters.audit import (
     SqlAuditQueries,
-    SqlToolInvocationRecorder,
+    build_sql_recorder,
     current_revision,
     downgrade_database,
     head_revision,
     upgrade_database,
 )
 from lookup_knowledge.adapters.audit.answer_checks import SqlSessionEvidence
+from lookup_knowledge.adapters.audit.journal_format import decode, encode
 from lookup_knowledge.adapters.audit.models import invocation_evidence, tool_invocation
-from lookup_knowledge.adapters.audit.recorder import evidence_rows, invocation_row
-from lookup_knowledge.adapters.audit.spool import decode, encode
+from lookup_knowledge.adapters.audit.sql_writer import evidence_rows, invocation_row
 from lookup_knowledge.application.ports import RecordOutcome, ToolInvocation
 from lookup_knowledge.domain.errors import AuditError
 from tests.support.audit_data import BASE_TIME, invocation, session
@@ -58,7 +58,7 @@ def test_the_row_tenant_is_stored_and_read_back(
     audit_engine: Engine, tmp_path: Path, write_behind: bool
 ) -> None:
     record = with_row_tenants(invocation(session(), documents=DOCS), TENANTS)
-    recorder = SqlToolInvocationRecorder(
+    recorder = build_sql_recorder(
         audit_engine,
         tmp_path / "journal",
         backoff_initial_s=0.0,
@@ -101,7 +101,7 @@ def test_a_0004_store_with_rows_upgrades_to_null_row_tenants_and_downgrades(
         assert upgrade_database(engine) == head_revision()
         assert read_back(engine, old) == ([None] * 3, [None] * 3)  # not recorded
         new = with_row_tenants(invocation(old.session_id, documents=DOCS), TENANTS)
-        recorder = SqlToolInvocationRecorder(engine, tmp_path / "j", background_drain_s=None)
+        recorder = build_sql_recorder(engine, tmp_path / "j", background_drain_s=None)
         try:
             assert recorder.record(new) is RecordOutcome.COMMITTED
         finally:

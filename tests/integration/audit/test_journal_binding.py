@@ -21,12 +21,13 @@ from sqlalchemy import Engine, select
 from lookup_knowledge import create_app
 from lookup_knowledge.adapters.audit import (
     SqlToolInvocationRecorder,
+    build_sql_recorder,
     create_audit_engine,
     upgrade_database,
 )
 from lookup_knowledge.adapters.audit.engine import database_key
+from lookup_knowledge.adapters.audit.journal_format import decode_bound, encode
 from lookup_knowledge.adapters.audit.models import tool_invocation
-from lookup_knowledge.adapters.audit.spool import decode_bound, encode
 from lookup_knowledge.adapters.http import create_http_app
 from lookup_knowledge.application.ports import InvocationFilter, RecordOutcome
 from lookup_knowledge.domain.errors import AuditNotRecorded, AuditUnavailable
@@ -42,7 +43,7 @@ def database_down() -> None:
 
 def recorder(engine: Engine, spool: Path, **kw: object) -> SqlToolInvocationRecorder:
     kw.setdefault("background_drain_s", None)
-    return SqlToolInvocationRecorder(engine, spool, backoff_initial_s=0.0, **kw)  # type: ignore[arg-type]
+    return build_sql_recorder(engine, spool, backoff_initial_s=0.0, **kw)  # type: ignore[arg-type]
 
 
 def stored_ids(engine: Engine, sid: str) -> list[str]:
@@ -55,8 +56,8 @@ def stored_ids(engine: Engine, sid: str) -> list[str]:
         return [str(r) for r in rows]
 
 
-def spool_files(spool: Path) -> list[Path]:
-    return sorted(spool.glob("spool-*.jsonl"))
+def journal_files(spool: Path) -> list[Path]:
+    return sorted(spool.glob("journal-*.jsonl"))
 
 
 @pytest.fixture
@@ -77,12 +78,12 @@ def test_a_journal_for_another_database_is_never_moved_into_this_one(
     records = [invocation(sid, documents=[f"x{i}#chunk-0"]) for i in range(3)]
     assert [first.record(r) for r in records] == [RecordOutcome.SPOOLED] * 3
     first.close()
-    [left] = spool_files(spool)
+    [left] = journal_files(spool)
 
     here = recorder(db.engine, spool)  # another database, the same journal directory
     assert here.flush(timeout_s=0)  # nothing of its own pending; the other's not waited for
     assert stored_ids(db.direct, sid) == []
-    assert spool_files(spool) == [left]  # left where it was, untouched
+    assert journal_files(spool) == [left]  # left where it was, untouched
     assert here.stranded_count() == 3
     assert here.pending_count() == 0
     here.close()
@@ -91,7 +92,7 @@ def test_a_journal_for_another_database_is_never_moved_into_this_one(
     assert stored_ids(other, sid) == [r.id for r in records]
     assert owner.stranded_count() == 0
     owner.close()
-    assert spool_files(spool) == []
+    assert journal_files(spool) == []
 
 
 def test_a_live_journal_of_another_database_is_not_pending_here(
@@ -167,7 +168,7 @@ def test_a_record_journalled_for_an_unreachable_postgresql_stays_out_of_the_defa
         assert default.audit.list_invocations(InvocationFilter(session_id="pg-outage")).items == ()
         spool = {c.name: c for c in default.health().components}["audit spool"]
         assert "1 record(s) in journals of another audit database" in spool.detail
-    assert len(spool_files(data / "audit-spool")) == 1  # left for the PostgreSQL process
+    assert len(journal_files(data / "audit-journal")) == 1  # left for the PostgreSQL process
 
 
 # ----------------------------------------------------------- audit.durability=database
@@ -182,7 +183,7 @@ def test_commit_before_return_stores_the_record_before_record_returns(
     assert committing.record(record) is RecordOutcome.COMMITTED
     assert stored_ids(db.direct, sid) == [record.id]  # no flush: it is there already
     assert committing.pending_count() == 0
-    assert spool_files(tmp_path / "spool") == []
+    assert journal_files(tmp_path / "spool") == []
     committing.close()
 
 

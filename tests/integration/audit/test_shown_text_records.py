@@ -7,7 +7,10 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from lookup_knowledge.adapters.audit import SqlAuditQueries, SqlToolInvocationRecorder
+from lookup_knowledge.adapters.audit import (
+    SqlAuditQueries,
+    build_sql_recorder,
+)
 from lookup_knowledge.adapters.audit.codec import from_json, to_json, without_shown_text
 from lookup_knowledge.application.ports import ToolInvocation
 from tests.support.audit_backends import migrated_sqlite_engine
@@ -24,7 +27,7 @@ def with_text(record: ToolInvocation) -> ToolInvocation:
     )
 
 
-def test_the_spool_codec_keeps_the_text_and_reads_lines_written_before_it() -> None:
+def test_the_journal_codec_keeps_the_text_and_reads_lines_written_before_it() -> None:
     record = with_text(invocation(session(), documents=["refunds#chunk-0"]))
     assert from_json(json.loads(json.dumps(to_json(record)))) == record
     old_line = to_json(record)
@@ -39,8 +42,8 @@ def test_the_sql_store_keeps_the_text_cleaned_or_only_the_hash(tmp_path: Path) -
     queries = SqlAuditQueries(engine)
     kept = with_text(invocation(session(), documents=["refunds#chunk-0"]))
     hashed = with_text(invocation(session(), documents=["refunds#chunk-1"]))
-    keeping = SqlToolInvocationRecorder(engine, tmp_path / "spool-a", background_drain_s=None)
-    dropping = SqlToolInvocationRecorder(
+    keeping = build_sql_recorder(engine, tmp_path / "spool-a", background_drain_s=None)
+    dropping = build_sql_recorder(
         engine, tmp_path / "spool-b", background_drain_s=None, keep_shown_text=False
     )
     try:

@@ -91,7 +91,7 @@ def test_defaults_match_the_documented_values(tmp_path: Path) -> None:
     assert s.embedder.hashing.dimension == 384
     assert s.embedder.openai.max_retries == 3
     assert s.audit_database_url == f"sqlite:///{tmp_path / '.lookup-knowledge' / 'audit.db'}"
-    assert s.audit_spool_dir == tmp_path / ".lookup-knowledge" / "audit-spool"
+    assert s.audit_journal_dir == tmp_path / ".lookup-knowledge" / "audit-journal"
     assert s.audit.enabled
     assert s.audit.auto_migrate
     assert (s.ingest.chunk_size, s.ingest.chunk_overlap, s.ingest.batch_size) == (256, 32, 64)
@@ -493,7 +493,7 @@ def test_env_scheme(tmp_path: Path) -> None:
     )
     s = loaded.settings
     assert s.data_dir == tmp_path / "lk"
-    assert s.audit_spool_dir == tmp_path / "lk" / "audit-spool"
+    assert s.audit_journal_dir == tmp_path / "lk" / "audit-journal"
     assert s.retrieval.retrieve_k == 30
     assert s.retrieval.max_chunks_per_document is None
     assert s.rag.rerank.weights.domain_match == 0.2
@@ -781,12 +781,32 @@ def test_relative_paths_resolve_against_the_working_directory_at_load(tmp_path: 
         overrides={
             "data-dir": "d",
             "milvus.uri": "m/kb.db",
-            "audit.spool-dir": "~/spool",
+            "audit.journal-dir": "~/journal",
         }
     ).settings
     assert s.data_dir == tmp_path / "d"
     assert s.milvus_uri == str(tmp_path / "m" / "kb.db")
-    assert s.audit_spool_dir == Path("~/spool").expanduser()
+    assert s.audit_journal_dir == Path("~/journal").expanduser()
+
+
+def test_the_journal_folder_is_still_read_under_its_old_key_and_name(tmp_path: Path) -> None:
+    """``audit.spool-dir`` (a file, a variable, an override written for an older version)
+    sets ``audit.journal-dir``; a data directory with an ``audit-spool`` folder keeps it."""
+    config = tmp_path / "old.toml"
+    config.write_text('[audit]\nspool-dir = "/srv/file"\n', encoding="utf-8")
+    assert load(config).settings.audit_journal_dir == Path("/srv/file")
+    from_env = load(LOOKUP_KNOWLEDGE_AUDIT__SPOOL_DIR="/srv/env").settings
+    assert from_env.audit_journal_dir == Path("/srv/env")
+    overridden = load(overrides={"audit.spool-dir": "/srv/override"}).settings
+    assert overridden.audit_journal_dir == Path("/srv/override")
+
+    data = tmp_path / "data"
+    (data / "audit-spool").mkdir(parents=True)
+    assert load(overrides={"data-dir": str(data)}).settings.audit_journal_dir == (
+        data / "audit-spool"
+    )
+    fresh = load(overrides={"data-dir": str(tmp_path / "new")}).settings
+    assert fresh.audit_journal_dir == tmp_path / "new" / "audit-journal"
 
 
 # --- display: masking and sources -------------------------------------------------------

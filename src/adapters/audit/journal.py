@@ -1,43 +1,30 @@
-"""The recorder's local journal (the spool): JSON lines, durable, moved to SQL in order.
+"""The recorder's local journal: JSON lines, durable, moved to SQL in order.
 
 Every record is appended here before ``record`` returns, whether the database is up or
-not: the journal is the write-ahead log of the audit store, and the spool of the records
-an outage keeps back is the same file. Durability is ``fsync`` (each append is on disk
-before it returns; appends that several threads make at once share one ``fsync``: group
-commit) or ``process`` (written to the operating system, no ``fsync``: survives the
-process being killed, not a power cut). Once the recorder has moved every entry into the
-database the file is truncated (no ``fsync`` needed: an entry that reappears after a crash
-is already stored and its replay is a no-op); while some are still pending it is rewritten
-once enough moved entries have piled up.
+not: the journal is the write-ahead log of the audit store, and it holds the records an
+outage keeps back. Durability is ``fsync`` (each append is on disk before it returns;
+appends that several threads make at once share one ``fsync``: group commit) or
+``process`` (written to the operating system, no ``fsync``: survives the process being
+killed, not a power cut). Once every entry is in the database the file is truncated (no
+``fsync`` needed: an entry that reappears after a crash is already stored and its replay
+is a no-op); while some are still pending it is rewritten once enough moved entries have
+piled up. Lines (``journal_format.py``) carry a checksum; a line that fails to decode is
+copied to ``rejected.jsonl`` (with the reason), counted and logged, and skipped.
 
-Each line is ``<crc32 hex> <json>``; the checksum catches a line damaged on disk and a
-line cut short by a crash mid-write. A line that fails to decode is copied to
-``rejected.jsonl`` in the same directory (with the reason), counted and logged, and
-skipped: never fatal.
+One directory may serve several processes: each journal writes its own segment
+(``journal_segments.py``), locked for its lifetime; an orphan segment is adopted (its
+records moved into this journal, then the file removed) at start-up and on flush. The
+records of several orphans are merged in ``started_at`` order (each file's own order
+kept), so a session's records replay in the order of its lookups. Other processes'
+segments are readable (``foreign_ids``), so one process can tell that records of a
+session are still pending in another.
 
-One directory may serve several processes (workers of one host). Every ``Spool`` writes
-its own file ``spool-<token>.jsonl`` and holds an exclusive ``flock`` on it for its
-lifetime; a file nobody holds is an orphan of a process that died (or of a closed
-recorder), and is adopted (its records moved into this spool, then the file removed) at
-start-up and on flush. Files only become visible under the ``spool-*.jsonl`` name once
-locked, and rewrites replace the file by an already-locked one; an adopter checks, once
-it holds the lock, that the file it locked is still the one at that name (a rewrite may
-have replaced it meanwhile), so a live spool is never adopted. The records of several
-orphans are merged in ``started_at`` order (each file's own order kept), so a session's
-records replay in the order of its lookups whichever process ran them. Without ``fcntl``
-(not POSIX) orphans are not adopted automatically.
-
-Other processes' spools are readable (``foreign_ids``), so that one process can tell
-that records of a session are still pending in another.
-
-A journal is bound to its database: every line names the database it is for (``db``: a
-hash of the database URL without its password, ``database_key``). A spool adopts, and
-counts as pending, only the lines of its own database; an orphan file holding a line of
-another database is left where it is, untouched, reported (a warning, and
-``stranded_count`` for the health check) for a process configured for that database to
-move. Lines written before the binding (no ``db``) are adopted only when the spool is
-told to (``adopt_unbound``; ``audit.adopt-unbound-journals``), else left and reported the
-same way: nothing is ever moved into a database it was not written for.
+A journal is bound to its database (``database``: ``database_key``). It adopts, and
+counts as pending, only the lines of its own database; an orphan holding a line of
+another database is left untouched and reported (a warning, ``stranded_count``). Lines
+written before the binding are adopted only with ``adopt_unbound``
+(``audit.adopt-unbound-journals``): nothing is moved into a database it was not written
+for.
 """
 
 from __future__ import annotations
@@ -49,157 +36,68 @@ import os
 import threading
 import time
 import uuid
-import zlib
 from collections import deque
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from enum import StrEnum
 from itertools import islice
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
-from lookup_knowledge.adapters.audit.codec import from_json, to_json
+from lookup_knowledge.adapters.audit.journal_format import (
+    EntryState,
+    JournalClosed,
+    JournalEntry,
+    decode_bound,
+    encode,
+)
+from lookup_knowledge.adapters.audit.journal_segments import (
+    CAN_LOCK,
+    REJECTED_NAME,
+    lock_orphan,
+    open_for_reading,
+    scan_ids,
+    segment_name,
+    segments,
+    try_lock,
+)
+from lookup_knowledge.adapters.durable_files import FSYNCED, DurableFiles
 from lookup_knowledge.adapters.private_files import open_private_append, private_directory
 from lookup_knowledge.application.ports import ToolInvocation
 from lookup_knowledge.domain.errors import AuditError, ConfigurationError
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - non-POSIX
-    fcntl = None  # type: ignore[assignment]
-
 logger = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
-SPOOL_PREFIX = "spool-"
-SPOOL_SUFFIX = ".jsonl"
-REJECTED_NAME = "rejected.jsonl"
-_SCAN_ATTEMPTS = 3
 REWRITE_AFTER = 1024  # moved entries left in a file that still holds pending ones
 
 
-class EntryState(StrEnum):
-    PENDING = "pending"
-    STORED = "stored"  # in the database (written now, or found there already)
-    REJECTED = "rejected"  # set aside in rejected.jsonl
-
-
-@dataclass(slots=True, eq=False)
-class SpoolEntry:
-    line: str
-    invocation: ToolInvocation
-    state: EntryState = EntryState.PENDING
-    at: float = field(default_factory=time.monotonic)  # when it was journaled here
-
-    @property
-    def session_id(self) -> str:
-        return self.invocation.session_id
-
-
-class SpoolClosed(AuditError):
-    """An append to a journal that was closed meanwhile (the recorder is shutting down)."""
-
-
-def encode(
-    invocation: ToolInvocation, *, cleaned: bool = False, database: str | None = None
-) -> str:
-    """One journal line; ``cleaned``: the record comes from ``clean_invocation``;
-    ``database``: the key of the database it is for (``database_key``)."""
-    document: dict[str, object] = {"v": FORMAT_VERSION}
-    if database is not None:
-        document["db"] = database
-    document["invocation"] = to_json(invocation, cleaned=cleaned)
-    body = json.dumps(document, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
-    return f"{zlib.crc32(body.encode('ascii')):08x} {body}\n"
-
-
-def decode(line: str) -> ToolInvocation:
-    """Raises ``ValueError`` with the reason when the line is not a sound record."""
-    return decode_bound(line)[0]
-
-
-def decode_bound(line: str) -> tuple[ToolInvocation, str | None]:
-    """The record and the key of the database it is for (None: written before the
-    binding); ``ValueError`` with the reason when the line is not a sound record."""
-    text = line.rstrip("\n")
-    if not line.endswith("\n"):
-        raise ValueError("truncated line (no line end)")
-    crc, sep, body = text.partition(" ")
-    if not sep or len(crc) != 8:
-        raise ValueError("no checksum")
-    try:
-        expected = int(crc, 16)
-        raw = body.encode("ascii")
-    except (ValueError, UnicodeEncodeError):
-        raise ValueError("malformed checksum or non-ASCII body") from None
-    if zlib.crc32(raw) != expected:
-        raise ValueError("checksum mismatch")
-    try:
-        data = json.loads(body)
-        if not isinstance(data, dict) or data.get("v") != FORMAT_VERSION:
-            raise ValueError(
-                f"unknown spool format {data.get('v') if isinstance(data, dict) else data!r}"
-            )
-        invocation = from_json(data["invocation"])  # validates on construction
-        database = data.get("db")
-        if database is not None and not isinstance(database, str):
-            raise ValueError(f"malformed database key {database!r}")
-    except (KeyError, TypeError, ValueError, AuditError) as error:
-        raise ValueError(f"undecodable record: {error}") from None
-    return invocation, database
-
-
-def _fsync_dir(path: Path) -> None:
-    if os.name != "posix":  # pragma: no cover
-        return
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _session_needle(session_id: str) -> str:
-    """How ``encode`` writes the session id: a cheap filter before decoding a line."""
-    return '"session_id":' + json.dumps(session_id, ensure_ascii=True)
-
-
-def _open_for_reading(path: Path) -> IO[str]:
-    return open(path, encoding="ascii", errors="replace", newline="")
-
-
-def _try_lock(handle: IO[Any]) -> bool:
-    if fcntl is None:  # pragma: no cover
-        return True
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return False
-    return True
-
-
-class Spool:
+class Journal:
     """Thread-safe; every append durable (``fsync`` True: on disk, group-committed)."""
 
     def __init__(
         self,
         directory: str | os.PathLike[str],
         *,
-        fsync: bool = True,
+        files: DurableFiles = FSYNCED,
         database: str | None = None,
         adopt_unbound: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+        open_segment: Callable[[Path], IO[str]] = open_for_reading,
     ) -> None:
         """``database``: the key of the database this journal is for (None: unbound, it
         takes every line, as before the binding); ``adopt_unbound``: whether lines
-        written before the binding are this journal's too."""
+        written before the binding are this journal's too. ``files``: how appends,
+        rewrites and removals are made durable (``DurableFiles(enabled=False)``:
+        ``audit.durability=process``); ``clock``: when an entry was journaled;
+        ``open_segment``: how another segment is opened to be adopted (a test's hook)."""
         self.directory = Path(directory)
-        self._fsync = fsync
+        self.files = files
+        self.clock = clock
+        self._open_segment = open_segment
         self.database = database
         self._adopt_unbound = adopt_unbound
         self._stranded: dict[str, int] = {}  # orphan file -> lines left for another db
         self._token = uuid.uuid4().hex
-        self._entries: deque[SpoolEntry] = deque()
+        self._entries: deque[JournalEntry] = deque()
         self._handle: IO[str] | None = None
         self._dirty = False
         self._stale = 0  # entries gone from ``_entries`` but still in the file
@@ -212,15 +110,15 @@ class Spool:
         self._written = 0  # appends so far
         self._synced = 0  # appends known to be on disk
         try:
-            private_directory(self.directory, key="audit.spool-dir")
+            private_directory(self.directory, key="audit.journal-dir")
         except ConfigurationError as error:
-            raise AuditError(f"cannot use the audit spool directory: {error}") from error
+            raise AuditError(f"cannot use the audit journal directory: {error}") from error
 
     # ------------------------------------------------------------------ state
 
     @property
     def path(self) -> Path:
-        return self.directory / f"{SPOOL_PREFIX}{self._token}{SPOOL_SUFFIX}"
+        return self.directory / segment_name(self._token)
 
     @property
     def rejected_path(self) -> Path:
@@ -244,51 +142,15 @@ class Spool:
             ]
 
     def foreign_ids(self, session_id: str | None = None) -> set[str]:
-        """Ids of the records (of ``session_id``) in the directory's other spool files
-        (all of them once this spool is closed).
-
-        Those are live spools of other processes, and orphans not adopted yet. Read-only,
-        without locks; a damaged or half-written line is skipped. When a file vanishes
-        while it is read (adopted or emptied meanwhile; its records moved on or reached
-        the database), the directory is read again, and the ids found are the union.
-        """
-        needle = None if session_id is None else _session_needle(session_id)
-        ids: set[str] = set()
-        for _ in range(_SCAN_ATTEMPTS):
-            vanished = False
-            for path in self._other_files():
-                try:
-                    with _open_for_reading(path) as handle:
-                        for line in handle:
-                            if needle is not None and needle not in line:
-                                continue
-                            try:
-                                invocation, database = decode_bound(line)
-                            except ValueError:
-                                continue
-                            if not self.belongs(database):
-                                continue  # never moved here: not pending here either
-                            if session_id is None or invocation.session_id == session_id:
-                                ids.add(invocation.id.lower())
-                except FileNotFoundError:
-                    vanished = True
-                except OSError as error:
-                    logger.warning("cannot read audit spool %s: %s", path, error)
-            if not vanished:
-                break
-        return ids
+        """Ids of the records (of ``session_id``) in the directory's other segments (all
+        of them once this journal is closed): live journals of other processes, and
+        orphans not adopted yet."""
+        return scan_ids(self._other_files, session_id, self.belongs)
 
     def _other_files(self) -> list[Path]:
-        """The directory's spool files but this spool's own (while it is open: once closed,
-        the file it left is one more file that another spool may adopt)."""
-        own = "" if self._closed else self.path.name
-        try:
-            return sorted(
-                p for p in self.directory.glob(f"{SPOOL_PREFIX}*{SPOOL_SUFFIX}") if p.name != own
-            )
-        except OSError as error:
-            logger.warning("cannot list the audit spool directory %s: %s", self.directory, error)
-            return []
+        """The directory's segments but this journal's own (while it is open: once
+        closed, the file it left is one more that another journal may adopt)."""
+        return segments(self.directory, but="" if self._closed else self.path.name)
 
     def rejected_count(self) -> int:
         return self._rejected
@@ -307,39 +169,40 @@ class Spool:
         with self._lock:
             return sum(self._stranded.values())
 
-    def head(self) -> SpoolEntry | None:
+    def head(self) -> JournalEntry | None:
         with self._lock:
             return self._entries[0] if self._entries else None
 
-    def head_batch(self, limit: int) -> list[SpoolEntry]:
+    def head_batch(self, limit: int) -> list[JournalEntry]:
         """Up to ``limit`` entries from the head, oldest first (still pending)."""
         with self._lock:
             return list(islice(self._entries, limit))
 
     # ------------------------------------------------------------------ writing
 
-    def append(self, invocation: ToolInvocation, *, cleaned: bool = False) -> SpoolEntry:
-        """Durably append one record; raises ``SpoolClosed`` when the spool is closed and
+    def append(self, invocation: ToolInvocation, *, cleaned: bool = False) -> JournalEntry:
+        """Durably append one record; raises ``JournalClosed`` when the journal is closed and
         ``AuditError`` when the disk refuses. ``cleaned``: the record comes from
         ``clean_invocation`` (the recorder's case), so its details are not cleaned again.
 
         The write happens under the lock; the ``fsync`` after it, outside: the first
         thread to get there syncs what every thread has written so far (group commit).
         """
-        entry = SpoolEntry(encode(invocation, cleaned=cleaned, database=self.database), invocation)
+        line = encode(invocation, cleaned=cleaned, database=self.database)
+        entry = JournalEntry(line, invocation, at=self.clock())
         with self._lock:
             if self._closed:
-                raise SpoolClosed(f"the audit spool {self.path} is closed")
+                raise JournalClosed(f"the audit journal {self.path} is closed")
             try:
                 handle = self._handle or self._open_own()
                 handle.write(entry.line)
                 handle.flush()
             except OSError as error:
-                raise AuditError(f"cannot write the audit spool {self.path}: {error}") from error
+                raise AuditError(f"cannot write the audit journal {self.path}: {error}") from error
             self._entries.append(entry)
             self._written += 1
             ticket = self._written
-        if self._fsync:
+        if self.files.enabled:
             self._sync(ticket)
         return entry
 
@@ -352,35 +215,34 @@ class Spool:
             if handle is None:  # pragma: no cover - only replaced under _sync_lock
                 return
             try:
-                os.fsync(handle.fileno())
+                self.files.sync(handle)
             except OSError as error:
-                raise AuditError(f"cannot sync the audit spool {self.path}: {error}") from error
+                raise AuditError(f"cannot sync the audit journal {self.path}: {error}") from error
             self._synced = max(self._synced, target)
 
-    def _append_entries(self, entries: list[SpoolEntry]) -> None:
+    def _append_entries(self, entries: list[JournalEntry]) -> None:
         """Durably append entries (one fsync for all of them); under ``_lock``."""
         if not entries:
             return
         with self._lock:
             if self._closed:
-                raise SpoolClosed(f"the audit spool {self.path} is closed")
+                raise JournalClosed(f"the audit journal {self.path} is closed")
             try:
                 handle = self._handle or self._open_own()
                 handle.writelines(e.line for e in entries)
                 handle.flush()
-                if self._fsync:
-                    os.fsync(handle.fileno())
+                self.files.sync(handle)
             except OSError as error:
-                raise AuditError(f"cannot write the audit spool {self.path}: {error}") from error
+                raise AuditError(f"cannot write the audit journal {self.path}: {error}") from error
             self._entries.extend(entries)
             self._written += len(entries)
             self._synced = max(self._synced, self._written)
 
-    def pop_head(self, entry: SpoolEntry) -> None:
+    def pop_head(self, entry: JournalEntry) -> None:
         """Forget ``entry`` (now in the database); the file catches up on ``compact``."""
         self.pop_entries([entry])
 
-    def pop_entries(self, entries: Iterable[SpoolEntry]) -> None:
+    def pop_entries(self, entries: Iterable[JournalEntry]) -> None:
         """Forget ``entries``, the head of the journal in order (now in the database)."""
         with self._lock:
             for entry in entries:
@@ -392,7 +254,7 @@ class Spool:
                 self._stale += 1
                 self._dirty = True
 
-    def reject_head(self, entry: SpoolEntry, reason: str) -> None:
+    def reject_head(self, entry: JournalEntry, reason: str) -> None:
         with self._lock:
             self.reject(entry.line, reason, self.path.name)
             entry.state = EntryState.REJECTED
@@ -402,9 +264,9 @@ class Spool:
         """Keep a line that cannot be replayed in ``rejected.jsonl``; count and log it."""
         self._rejected += 1
         logger.error(
-            "audit spool record rejected",
+            "audit journal record rejected",
             extra={
-                "spool_source": source,
+                "journal_source": source,
                 "reason": reason,
                 "rejected_file": str(self.rejected_path),
             },
@@ -419,13 +281,12 @@ class Spool:
             with open_private_append(self.rejected_path, "utf-8") as out:
                 out.write(json.dumps(record, ensure_ascii=True) + "\n")
                 out.flush()
-                if self._fsync:
-                    os.fsync(out.fileno())
+                self.files.sync(out)
         except OSError:
             logger.exception(
                 "cannot write %s; the rejected line is only in this log", self.rejected_path
             )
-            logger.error("rejected audit spool line: %s", line.rstrip("\n"))
+            logger.error("rejected audit journal line: %s", line.rstrip("\n"))
 
     def compact(self, *, force: bool = True) -> None:
         """Make the own file hold exactly the pending entries: truncated when none is
@@ -443,21 +304,18 @@ class Spool:
             try:
                 handle = open_private_append(tmp, "ascii")  # kept open
                 try:
-                    _try_lock(handle)
+                    try_lock(handle)
                     handle.writelines(e.line for e in self._entries)
                     handle.flush()
-                    if self._fsync:
-                        os.fsync(handle.fileno())
-                    os.replace(tmp, self.path)
-                    if self._fsync:
-                        _fsync_dir(self.directory)
+                    self.files.sync(handle)
+                    self.files.replace(tmp, self.path)
                 except BaseException:
                     handle.close()
                     raise
             except OSError:
                 # The old file still holds every pending entry (and some already
                 # written ones, which replay skips): nothing is lost by giving up here.
-                logger.exception("cannot compact the audit spool %s", self.path)
+                logger.exception("cannot compact the audit journal %s", self.path)
                 tmp.unlink(missing_ok=True)
                 return
             old, self._handle = self._handle, handle
@@ -475,7 +333,7 @@ class Spool:
                 self._handle.flush()
                 os.ftruncate(self._handle.fileno(), 0)
             except OSError:
-                logger.exception("cannot truncate the audit spool %s", self.path)
+                logger.exception("cannot truncate the audit journal %s", self.path)
                 return
         self._dirty = False
         self._stale = 0
@@ -485,10 +343,8 @@ class Spool:
         tmp = self.directory / f".tmp-{self._token}-{uuid.uuid4().hex}"
         handle = open_private_append(tmp, "ascii")  # kept open for appends
         try:
-            _try_lock(handle)
-            os.replace(tmp, self.path)
-            if self._fsync:
-                _fsync_dir(self.directory)
+            try_lock(handle)
+            self.files.replace(tmp, self.path)
         except BaseException:
             handle.close()
             tmp.unlink(missing_ok=True)
@@ -500,21 +356,20 @@ class Spool:
         if self._handle is not None:
             try:
                 self.path.unlink(missing_ok=True)
-                if self._fsync:
-                    _fsync_dir(self.directory)
+                self.files.sync_dir(self.directory)
             except OSError:
-                logger.exception("cannot remove the empty audit spool %s", self.path)
+                logger.exception("cannot remove the empty audit journal %s", self.path)
             self._handle.close()
             self._handle = None
 
     # ------------------------------------------------------------------ orphans
 
     def adopt_orphans(self) -> int:
-        """Move the records of spool files no live process holds into this spool.
+        """Move the records of segments no live process holds into this journal.
 
         Returns how many records were adopted. Bad lines are rejected (kept, counted).
         """
-        if fcntl is None:  # pragma: no cover
+        if not CAN_LOCK:  # pragma: no cover
             return 0
         with self._lock:
             if self._closed:
@@ -526,10 +381,10 @@ class Spool:
         with self._lock:
             present = {p.name for p in paths}
             self._stranded = {n: c for n, c in self._stranded.items() if n in present}
-            orphans: list[tuple[Path, IO[str], list[SpoolEntry]]] = []
+            orphans: list[tuple[Path, IO[str], list[JournalEntry]]] = []
             try:
                 for path in paths:
-                    handle = self._lock_orphan(path)
+                    handle = lock_orphan(path, self._open_segment)
                     if handle is None:
                         continue
                     entries, bad, foreign = self._read_orphan(handle)
@@ -554,56 +409,27 @@ class Spool:
                 self._append_entries(list(merged))  # durable here before the orphans go
                 for path, _, _ in orphans:
                     path.unlink(missing_ok=True)
-                if orphans and self._fsync:
-                    _fsync_dir(self.directory)
+                if orphans:
+                    self.files.sync_dir(self.directory)
             finally:
                 for _, handle, _ in orphans:
                     handle.close()
         for path, _, good in orphans:
             if good:
                 logger.warning(
-                    "adopted %d audit record(s) from orphaned spool %s", len(good), path.name
+                    "adopted %d audit record(s) from orphaned journal %s", len(good), path.name
                 )
         return sum(len(good) for _, _, good in orphans)
 
-    @staticmethod
-    def _lock_orphan(path: Path) -> IO[str] | None:
-        """The file at ``path``, open and locked, if it is an orphan; else None."""
-        try:
-            handle = _open_for_reading(path)
-        except FileNotFoundError:
-            return None
-        except OSError:
-            logger.exception("cannot open audit spool %s", path)
-            return None
-        try:
-            if not _try_lock(handle):
-                handle.close()
-                return None  # a live spool of another process
-            locked = os.fstat(handle.fileno())
-            try:
-                current = os.stat(path)
-            except FileNotFoundError:  # adopted and removed by someone else meanwhile
-                handle.close()
-                return None
-            if (locked.st_dev, locked.st_ino) != (current.st_dev, current.st_ino):
-                # The owner rewrote its spool after we opened it: what we locked is the
-                # old, replaced file; the one at ``path`` now is live (or, if its owner
-                # died since, an orphan for the next adoption).
-                handle.close()
-                return None
-        except BaseException:
-            handle.close()
-            raise
-        return handle
-
-    def _read_orphan(self, handle: IO[str]) -> tuple[list[SpoolEntry], list[tuple[str, str]], int]:
+    def _read_orphan(
+        self, handle: IO[str]
+    ) -> tuple[list[JournalEntry], list[tuple[str, str]], int]:
         """The sound lines, the damaged ones (with the reason) and how many lines are
         not this journal's (another database's, or unbound ones it does not adopt).
         Lines are kept as they are (a recorder journals only cleaned records, and the
         checksum vouches for the line); an unbound line adopted is bound to this
         journal's database."""
-        good: list[SpoolEntry] = []
+        good: list[JournalEntry] = []
         bad: list[tuple[str, str]] = []
         foreign = 0
         for number, line in enumerate(handle, 1):
@@ -618,7 +444,7 @@ class Spool:
                 foreign += 1
             elif database is None and self.database is not None:
                 line = encode(invocation, cleaned=True, database=self.database)
-            good.append(SpoolEntry(line, invocation))
+            good.append(JournalEntry(line, invocation, at=self.clock()))
         return good, bad, foreign
 
     def _strand(self, path: Path, foreign: int) -> None:
