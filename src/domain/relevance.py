@@ -192,11 +192,13 @@ class RelevanceModel:
     hybrid: EvidenceWeights
 
 
-#: Placeholder until fitted (see benchmarks/README.md, "Calibrated relevance").
+#: Maximum likelihood per mode on the judged hits of Cranfield dev and SciFact train
+#: pooled, each collection's questions unanswerable for the other, with off-topic
+#: questions (benchmarks/README.md, "Calibrated relevance").
 DEFAULT_MODEL: RelevanceModel = RelevanceModel(
-    dense=EvidenceWeights(dense=1.51, sparse=0.0, bias=-4.57),
-    sparse=EvidenceWeights(dense=0.0, sparse=6.39, bias=-5.81),
-    hybrid=EvidenceWeights(dense=1.40, sparse=2.40, bias=-5.49),
+    dense=EvidenceWeights(dense=1.04, sparse=0.0, bias=-5.62),
+    sparse=EvidenceWeights(dense=0.0, sparse=6.54, bias=-6.32),
+    hybrid=EvidenceWeights(dense=0.65, sparse=3.84, bias=-6.20),
 )
 
 #: The dense evidence of a hybrid hit the dense list did not return (its cosine is below

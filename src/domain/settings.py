@@ -17,6 +17,15 @@ DEFAULT_MAX_CHUNKS_PER_DOCUMENT = 2
 MAX_RETRIEVE_K = 1000
 MAX_RETURN_N = 100
 MAX_CHUNKS_PER_DOCUMENT_BOUND = 100
+#: Per search mode, the calibrated relevance the best hit must reach for a lookup to find
+#: evidence: the 3rd percentile of the best relevance of the answerable train/dev questions
+#: of Cranfield and SciFact pooled, rounded down (benchmarks/README.md, "Calibrated
+#: relevance"). One relevance means one share judged relevant in every mode, but the
+#: modes do not find their best hit equally well, so each keeps the answerable questions
+#: it can find.
+DEFAULT_MIN_RELEVANCE_DENSE = 0.02
+DEFAULT_MIN_RELEVANCE_SPARSE = 0.02
+DEFAULT_MIN_RELEVANCE_HYBRID = 0.03
 
 
 def _whole(key: str, value: object, low: int, high: int) -> int:
@@ -34,7 +43,11 @@ class RetrievalSettings:
     retrieve_k: int = DEFAULT_RETRIEVE_K
     return_n: int = DEFAULT_RETURN_N
     max_chunks_per_document: int | None = DEFAULT_MAX_CHUNKS_PER_DOCUMENT
-    min_relevance: float = 0.08
+    #: ``rag.min-relevance``: one threshold for every mode when set; None = per mode.
+    min_relevance: float | None = None
+    min_relevance_dense: float = DEFAULT_MIN_RELEVANCE_DENSE
+    min_relevance_sparse: float = DEFAULT_MIN_RELEVANCE_SPARSE
+    min_relevance_hybrid: float = DEFAULT_MIN_RELEVANCE_HYBRID
 
     def __post_init__(self) -> None:
         _whole("rag.retrieve-k", self.retrieve_k, 1, MAX_RETRIEVE_K)
@@ -52,9 +65,30 @@ class RetrievalSettings:
                 1,
                 MAX_CHUNKS_PER_DOCUMENT_BOUND,
             )
-        mr = self.min_relevance
-        if isinstance(mr, bool) or not isinstance(mr, int | float) or not 0.0 <= mr <= 1.0:
-            raise ConfigurationError("rag.min-relevance", mr, "must be a number in [0, 1]")
+        for key, mr in (
+            ("rag.min-relevance", self.min_relevance),
+            ("rag.relevance.min-dense", self.min_relevance_dense),
+            ("rag.relevance.min-sparse", self.min_relevance_sparse),
+            ("rag.relevance.min-hybrid", self.min_relevance_hybrid),
+        ):
+            if mr is None and key == "rag.min-relevance":
+                continue
+            if isinstance(mr, bool) or not isinstance(mr, int | float) or not 0.0 <= mr <= 1.0:
+                raise ConfigurationError(key, mr, "must be a number in [0, 1]")
+
+    def min_relevance_for(self, mode: str) -> float:
+        """The threshold of a search mode (``dense``, ``sparse`` or ``hybrid``):
+        ``rag.min-relevance`` when set, otherwise the mode's own."""
+        if self.min_relevance is not None:
+            return self.min_relevance
+        by_mode = {
+            "dense": self.min_relevance_dense,
+            "sparse": self.min_relevance_sparse,
+            "hybrid": self.min_relevance_hybrid,
+        }
+        if mode not in by_mode:
+            raise ValueError(f"unknown search mode {mode!r}")
+        return by_mode[mode]
 
     @classmethod
     def resolve(
@@ -64,7 +98,10 @@ class RetrievalSettings:
         return_n: int | None = None,
         top_k: int | None = None,
         max_chunks_per_document: int | None = DEFAULT_MAX_CHUNKS_PER_DOCUMENT,
-        min_relevance: float = 0.08,
+        min_relevance: float | None = None,
+        min_relevance_dense: float = DEFAULT_MIN_RELEVANCE_DENSE,
+        min_relevance_sparse: float = DEFAULT_MIN_RELEVANCE_SPARSE,
+        min_relevance_hybrid: float = DEFAULT_MIN_RELEVANCE_HYBRID,
     ) -> RetrievalSettings:
         """Apply the legacy fallback, then validate.
 
@@ -85,4 +122,7 @@ class RetrievalSettings:
             return_n=DEFAULT_RETURN_N if return_n is None else return_n,
             max_chunks_per_document=max_chunks_per_document,
             min_relevance=min_relevance,
+            min_relevance_dense=min_relevance_dense,
+            min_relevance_sparse=min_relevance_sparse,
+            min_relevance_hybrid=min_relevance_hybrid,
         )

@@ -369,7 +369,7 @@ def test_category_filter_keeps_only_that_category(backend: Backend, mode: Search
     assert {h.metadata["doc_id"] for h in billing} == {INVOICES}
 
 
-MIN_RELEVANCE = RetrievalSettings().min_relevance
+MIN_RELEVANCE = RetrievalSettings().min_relevance_for("hybrid")
 NONSENSE = "zebra giraffe banana smoothie recipe"
 
 

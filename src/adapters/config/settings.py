@@ -245,7 +245,34 @@ class TextAnalysisSettings(_Section):
     )
 
 
+_MIN_RELEVANCE_FIT = (
+    "the 3rd percentile of the best relevance of the pooled answerable train/dev "
+    "questions in this mode; rag.min-relevance, when set, overrides it."
+)
+
+
 class RelevanceSettings(_Section):
+    min_dense: Number = Field(
+        default=RetrievalSettings().min_relevance_dense,
+        ge=0,
+        le=1,
+        description="Dense mode: relevance the best hit must reach to find evidence; "
+        + _MIN_RELEVANCE_FIT,
+    )
+    min_sparse: Number = Field(
+        default=RetrievalSettings().min_relevance_sparse,
+        ge=0,
+        le=1,
+        description="Sparse mode: relevance the best hit must reach to find evidence; "
+        + _MIN_RELEVANCE_FIT,
+    )
+    min_hybrid: Number = Field(
+        default=RetrievalSettings().min_relevance_hybrid,
+        ge=0,
+        le=1,
+        description="Hybrid mode: relevance the best hit must reach to find evidence; "
+        + _MIN_RELEVANCE_FIT,
+    )
     bm25_saturation: Number = Field(
         default=10.0,
         gt=0,
@@ -453,13 +480,14 @@ class RagSettings(_Section):
         le=MAX_CHUNKS_PER_DOCUMENT_BOUND,
         description="Most blocks from one document (0 = no cap).",
     )
-    min_relevance: Number = Field(
-        default=RetrievalSettings().min_relevance,
+    min_relevance: Number | None = Field(
+        default=None,
         ge=0,
         le=1,
         description=(
             "Calibrated relevance the best hit must reach for a lookup to find evidence "
-            "(below it: no_evidence)."
+            "(below it: no_evidence), in every mode; unset = the mode's own "
+            "(rag.relevance.min-dense, min-sparse, min-hybrid)."
         ),
     )
     search_mode: SearchMode = Field(
@@ -526,6 +554,9 @@ class RagSettings(_Section):
             top_k=self.top_k,
             max_chunks_per_document=self.max_chunks_per_document,
             min_relevance=self.min_relevance,
+            min_relevance_dense=self.relevance.min_dense,
+            min_relevance_sparse=self.relevance.min_sparse,
+            min_relevance_hybrid=self.relevance.min_hybrid,
         )
 
 

@@ -106,7 +106,7 @@ def describe_config(config: LookupConfig) -> dict[str, object]:
         "retrieveK": retrieval.retrieve_k,
         "returnN": retrieval.return_n,
         "maxChunksPerDocument": retrieval.max_chunks_per_document,
-        "minRelevance": retrieval.min_relevance,
+        "minRelevance": retrieval.min_relevance_for(config.mode),
         "engineGrouping": config.engine_grouping,
         "rerank": config.rerank.enabled,
         "lateMaterialisation": config.late_materialisation,

@@ -110,7 +110,7 @@ class Assembler:
             "retrieveK": settings.retrieve_k,
             "returnN": settings.return_n,
             "maxChunksPerDocument": settings.max_chunks_per_document,
-            "minRelevance": settings.min_relevance,
+            "minRelevance": settings.min_relevance_for(searched),
             "engineGrouping": self._config.engine_grouping,
             "lateMaterialisation": self._config.late_materialisation,
             "searchParameters": dict(out.retrieval.search_parameters),

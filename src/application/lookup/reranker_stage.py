@@ -24,7 +24,7 @@ from lookup_knowledge.application.lookup.retriever import Retrieval
 from lookup_knowledge.application.ports import Clock, KnowledgeSearchPort, Reranker
 from lookup_knowledge.domain.access import UNRESTRICTED, AccessScope
 from lookup_knowledge.domain.errors import LookupKnowledgeError, RerankerError
-from lookup_knowledge.domain.model import EvidenceCandidate
+from lookup_knowledge.domain.model import EvidenceCandidate, SearchMode
 from lookup_knowledge.domain.reranking import pooled_relevance, reranker_evidence
 
 logger = logging.getLogger(__name__)
@@ -75,8 +75,13 @@ class RerankerStage:
         self._config = config
 
     def apply(
-        self, query: str, retrieval: Retrieval, access: AccessScope = UNRESTRICTED
+        self,
+        query: str,
+        retrieval: Retrieval,
+        mode: SearchMode,
+        access: AccessScope = UNRESTRICTED,
     ) -> tuple[Retrieval, RerankerReport]:
+        """``mode``: the mode searched, whose found threshold the pooled relevance meets."""
         settings = self._config.reranker
         t = self._clock.monotonic()
         judged = list(retrieval.candidates[: settings.top_k])
@@ -111,7 +116,7 @@ class RerankerStage:
             for c, s in zip(sendable, raw, strict=True)
         }
         reranked = tuple(_pooled(c, scores, settings.weight) for c in sendable)
-        min_relevance = self._config.retrieval.min_relevance
+        min_relevance = self._config.retrieval.min_relevance_for(mode)
         best = max((c.evidence_strength for c in reranked), default=0.0)
         usable = reranked if best >= min_relevance else ()
         report = RerankerReport(

@@ -339,7 +339,7 @@ class Retriever:
         # are judged against that best (``drop_far_below_best``), not one by one here:
         # a relevant block ranked low by its own weak evidence still counts.
         best = max((c.evidence_strength for c in candidates), default=0.0)
-        usable = candidates if best >= settings.min_relevance else []
+        usable = candidates if best >= settings.min_relevance_for(mode) else []
         passes.append(
             SearchPass(
                 filter=category,

@@ -190,7 +190,7 @@ class LookupKnowledge:
                 timings.update(retrieval.timings_ms)
                 if retrieval.candidates and self._reranker_stage is not None:
                     retrieval, reranked = self._reranker_stage.apply(
-                        call.query, retrieval, call.access
+                        call.query, retrieval, retrieval.mode or call.mode, call.access
                     )
                     timings["rerank"] = reranked.duration_ms
                 if retrieval.candidates:

@@ -189,7 +189,9 @@ def test_a_real_query_finds_several_chunks_of_one_document_within_the_cap(
     assert all(b.content.strip() for b in result.evidence_blocks)
     kafka = [r for r in result.rerank_trace if r["document_id"].startswith(KAFKA)]
     assert max(r["strength"] for r in kafka) >= 0.2
-    assert result.to_tool_json()["relevanceLevel"] in {"medium", "high"}
+    # Read against rag.quality.medium (0.4: blocks there are judged relevant 55 % of the
+    # time in the pooled fit), a sample-corpus chunk at 0.26 is "low": found, not sure.
+    assert result.to_tool_json()["relevanceLevel"] != "none"
 
 
 def test_a_weak_filtered_pass_falls_back_to_the_unfiltered_search(knowledge: Knowledge) -> None:

@@ -77,7 +77,11 @@ def test_defaults_match_the_documented_values(tmp_path: Path) -> None:
     assert s.data_dir.is_absolute()
     assert (s.retrieval.retrieve_k, s.retrieval.return_n) == (20, 5)
     assert s.retrieval.max_chunks_per_document == 2
-    assert s.retrieval.min_relevance == 0.08
+    # no one threshold for every mode: each mode's own, from the pooled fit
+    assert s.retrieval.min_relevance is None
+    assert s.retrieval.min_relevance_for(SearchMode.DENSE) == 0.02
+    assert s.retrieval.min_relevance_for(SearchMode.SPARSE) == 0.02
+    assert s.retrieval.min_relevance_for(SearchMode.HYBRID) == 0.03
     assert s.rag.search_mode is SearchMode.HYBRID
     assert s.rag.rerank.source_type == {"runbook": 0.03, "faq": 0.02}
     assert s.rag.domains == {}
@@ -312,6 +316,7 @@ def test_properties_file_as_the_java_system_wrote_it(tmp_path: Path) -> None:
     assert (s.retrieval.retrieve_k, s.retrieval.return_n) == (20, 5)
     assert s.retrieval.max_chunks_per_document == 2
     assert s.retrieval.min_relevance == 0.25
+    assert s.retrieval.min_relevance_for(SearchMode.DENSE) == 0.25  # overrides every mode
     assert s.rag.domains == {
         "database": ["postgres", "pg", "数据库", "mysql"],
         "network": ["dns", "负载均衡"],
@@ -937,3 +942,16 @@ def test_show_does_not_credit_an_ignored_top_k(tmp_path: Path) -> None:
     rows = {key: (value, source) for key, value, source in describe_settings(loaded)}
     assert rows["rag.return-n"][0] == "5"
     assert "top-k" not in rows["rag.return-n"][1]
+
+
+def test_each_search_mode_has_its_own_min_relevance_key() -> None:
+    s = load(
+        overrides={
+            "rag.relevance.min-dense": 0.11,
+            "rag.relevance.min-sparse": 0.12,
+            "rag.relevance.min-hybrid": 0.13,
+        }
+    ).settings
+    assert s.retrieval.min_relevance_for(SearchMode.DENSE) == 0.11
+    assert s.retrieval.min_relevance_for(SearchMode.SPARSE) == 0.12
+    assert s.retrieval.min_relevance_for(SearchMode.HYBRID) == 0.13

@@ -26,6 +26,7 @@ from lookup_knowledge.domain.relevance import (
     measure_background,
     relevance_from_evidence,
 )
+from lookup_knowledge.domain.settings import RetrievalSettings
 
 K1, B = 1.2, 0.75
 weights = st.builds(
@@ -124,6 +125,31 @@ def test_a_word_in_one_of_two_documents_is_an_exact_match() -> None:
         ((ScoreKind.BM25, score),), HitCalibration(bm25_reference=reference), DEFAULT_MODEL.sparse
     )
     assert relevance > 0.5
+
+
+@pytest.mark.parametrize("z", [None, 0.0])
+def test_an_exact_match_without_dense_support_is_found_in_hybrid_mode(z: float | None) -> None:
+    # a word in one of two documents (r = 1) whose chunk the dense list did not return
+    # (or returned at the background's cosine) still reaches the hybrid threshold
+    relevance = relevance_from_evidence(z, 1.0, DEFAULT_MODEL.hybrid)
+    assert relevance >= RetrievalSettings().min_relevance_for("hybrid")
+    # and no evidence at all stays under it
+    assert relevance_from_evidence(z, 0.0, DEFAULT_MODEL.hybrid) < (
+        RetrievalSettings().min_relevance_for("hybrid")
+    )
+
+
+def test_each_mode_has_its_own_threshold_unless_one_is_set_for_all() -> None:
+    own = RetrievalSettings()
+    assert [own.min_relevance_for(m) for m in ("dense", "sparse", "hybrid")] == [
+        own.min_relevance_dense,
+        own.min_relevance_sparse,
+        own.min_relevance_hybrid,
+    ]
+    one = RetrievalSettings(min_relevance=0.3)
+    assert {one.min_relevance_for(m) for m in ("dense", "sparse", "hybrid")} == {0.3}
+    with pytest.raises(ValueError):
+        own.min_relevance_for("fuzzy")
 
 
 @given(score=st.floats(allow_nan=True, allow_infinity=True))
