@@ -93,7 +93,10 @@ def lookup(
         embedder=embedder,
         config=LookupConfig(
             retrieval=RetrievalSettings(
-                retrieve_k=20, return_n=5, max_chunks_per_document=2, min_relevance=0.05
+                retrieve_k=20,
+                return_n=5,
+                max_chunks_per_document=2,
+                min_relevance=THRESHOLD[mode],
             ),
             mode=mode,
             late_materialisation=late,
@@ -103,6 +106,11 @@ def lookup(
 
 
 QUERY = "kafka consumer lag keeps growing, how do I fix the consumer group?"
+#: These tests pin identity, grouping and the cap, under a threshold. On this
+#: four-document corpus the question's words that no document holds ("keeps", "growing",
+#: "fix") weigh on BM25's reference score, so its sparse relevance is ~0.02 (the
+#: thresholds themselves: tests/unit/domain/test_calibrated_relevance.py).
+THRESHOLD = {SearchMode.DENSE: 0.05, SearchMode.HYBRID: 0.05, SearchMode.SPARSE: 0.01}
 
 
 @pytest.mark.parametrize("mode", list(SearchMode))
@@ -129,7 +137,8 @@ def test_one_document_gives_several_separate_evidence_blocks_within_the_cap(
     payload = result.to_tool_json()
     assert [b["document_id"] for b in payload["evidenceBlocks"]] == ids
     returned = [r for r in result.rerank_trace if r["outcome"] == "returned"]
-    assert all(r["strength"] >= 0.05 for r in returned)  # min_relevance judges strength
+    # found is judged by the best hit's strength; the others stay within reach of it
+    assert max(r["strength"] for r in returned) >= THRESHOLD[mode]
     if mode is SearchMode.HYBRID:
         # Judged by the lists' own scores (component_scores), not by the fused rank.
         assert any(r["strength"] != r["relevance"] for r in result.rerank_trace)
