@@ -12,6 +12,7 @@ import stat
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -76,6 +77,11 @@ def _ready_url(process: subprocess.Popen[str]) -> str:
             with urllib.request.urlopen(f"{url}/readyz", timeout=5) as ready:
                 if json.load(ready)["status"] == "ready":
                     return url
+        except urllib.error.HTTPError as not_ready:
+            # A data dir with nothing ingested is up but not ready: its search is empty.
+            failing = [c for c in json.load(not_ready)["checks"].values() if not c["ok"]]
+            if all(c["detail"].startswith("nothing ingested yet") for c in failing):
+                return url
         except OSError:
             pass
         assert time.monotonic() < deadline, "serve did not become ready"

@@ -8,7 +8,7 @@ import os
 
 from sqlalchemy import Engine
 
-from lookup_knowledge.adapters.audit import SqlToolInvocationRecorder
+from lookup_knowledge.adapters.audit import build_sql_recorder
 from lookup_knowledge.adapters.audit.answer_checks import SqlSessionEvidence
 from lookup_knowledge.application.ports import SessionEvidenceReader
 from tests.support.audit_data import invocation
@@ -28,7 +28,7 @@ def test_the_newest_sessions_of_a_prefix_that_showed_each_id(
         invocation(f"mcp-callX{run}-99", documents=("kb/a.md#chunk-0",)),
         invocation(f"rest-{run}", documents=("kb/a.md#chunk-0",)),
     ]
-    recorder = SqlToolInvocationRecorder(audit_engine, tmp_path, write_behind=False)
+    recorder = build_sql_recorder(audit_engine, tmp_path, write_behind=False)
     try:
         for record in records:
             recorder.record(record)
