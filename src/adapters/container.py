@@ -322,23 +322,13 @@ def _stemmer(settings: Settings) -> SnowballStemmer:
     return SnowballStemmer(settings.audit.check.stemmer_language)
 
 
-def _openai_judge(settings: Settings) -> Iterator[OpenAICompatibleClaimJudge]:
+def _judge(
+    settings: Settings, judge_type: type[OpenAICompatibleClaimJudge | TeiNliClaimJudge]
+) -> Iterator[OpenAICompatibleClaimJudge | TeiNliClaimJudge]:
+    """The claim judge ``audit.check.judge`` names (either API takes the same options),
+    closed with the container."""
     judge = settings.audit.check.judge
-    client = OpenAICompatibleClaimJudge(
-        base_url=judge.base_url,
-        model=judge.model,
-        api_key=settings.judge_api_key,
-        timeout_s=judge.timeout_s,
-    )
-    try:
-        yield client
-    finally:
-        client.close()
-
-
-def _tei_judge(settings: Settings) -> Iterator[TeiNliClaimJudge]:
-    judge = settings.audit.check.judge
-    client = TeiNliClaimJudge(
+    client = judge_type(
         base_url=judge.base_url,
         model=judge.model,
         api_key=settings.judge_api_key,
@@ -575,8 +565,8 @@ class Container(containers.DeclarativeContainer):
     claim_judge = providers.Selector(
         providers.Callable(_judge_provider, settings),
         none=providers.Object(None),
-        openai=providers.Resource(_openai_judge, settings),
-        tei=providers.Resource(_tei_judge, settings),
+        openai=providers.Resource(_judge, settings, OpenAICompatibleClaimJudge),
+        tei=providers.Resource(_judge, settings, TeiNliClaimJudge),
     )
     # A block's current text by document_id, from the rows of one tenant (or none).
     chunk_text = providers.Singleton(SearchChunkText, search_when_needed)

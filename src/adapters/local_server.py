@@ -29,6 +29,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from lookup_knowledge.domain.errors import (
+    ConfigurationError,
     InvalidInputError,
     LookupKnowledgeError,
     NotFoundError,
@@ -181,6 +182,28 @@ def loopback_url(host: str, port: int) -> str:
         host = "::1"
     shown = f"[{host.strip('[]')}]" if ":" in host else host
     return f"http://{shown}:{port}"
+
+
+def listening_socket(
+    host: str, port: int, *, config_key: str, inheritable: bool = False
+) -> socket.socket:
+    """A TCP socket bound to ``host``:``port`` (IPv6 when the host has a colon) and
+    listening, for uvicorn to serve on; a port that cannot be bound is a
+    ``ConfigurationError`` naming ``config_key`` (``server.port``, ``mcp.port``)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as error:
+        sock.close()
+        raise ConfigurationError(
+            config_key, port, f"cannot bind {host}:{port} ({error.strerror})"
+        ) from None
+    sock.listen(2048)
+    if inheritable:
+        sock.set_inheritable(True)
+    return sock
 
 
 # --------------------------------------------------------------------------- client

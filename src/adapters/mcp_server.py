@@ -78,7 +78,6 @@ import ipaddress
 import itertools
 import json
 import logging
-import socket
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -101,6 +100,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from lookup_knowledge.adapters.api import LookupApp, create_app
+from lookup_knowledge.adapters.local_server import listening_socket
 from lookup_knowledge.adapters.mcp_wire import GuardedLines, stdin_lines
 from lookup_knowledge.application.answer_check import answer_check_json
 from lookup_knowledge.application.ids import uuid7
@@ -669,7 +669,7 @@ def serve_http(
     import uvicorn
 
     asgi = mcp_http_app(app, host=host, token=token)
-    sock = _listen(host, port)
+    sock = listening_socket(host, port, config_key="mcp.port")
     bound_host, bound_port = sock.getsockname()[:2]
     if wrap is not None:
         asgi = wrap(asgi, bound_port)
@@ -677,21 +677,6 @@ def serve_http(
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host
         on_listening(f"http://{shown}:{bound_port}/mcp")
     uvicorn.Server(uvicorn.Config(asgi, log_level="warning")).run(sockets=[sock])
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host.strip("[]"), port))
-    except OSError as error:
-        sock.close()
-        raise ConfigurationError(
-            "mcp.port", port, f"cannot bind {host}:{port} ({error.strerror})"
-        ) from None
-    sock.listen(2048)
-    return sock
 
 
 def main() -> None:

@@ -11,10 +11,10 @@ not the JSON asked for) is a ``JudgeError``; the API key never appears in a mess
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from lookup_knowledge.adapters.http_client import json_headers
 from lookup_knowledge.application.ports import ClaimJudge, JudgeOpinion
 from lookup_knowledge.domain.errors import JudgeError
 
@@ -35,6 +35,20 @@ def bounded_evidence(evidence: Sequence[str], limit: int = MAX_EVIDENCE_CHARS) -
     cut = shown[:limit]
     space = cut.rfind(" ")
     return (cut[:space] if space > limit // 2 else cut) + " …"
+
+
+def post_to_judge(client: httpx.Client, url: str, body: dict[str, Any]) -> httpx.Response:
+    """The judge's HTTP 200 response to ``body``, asked once (a judge is not retried);
+    otherwise a ``JudgeError`` naming only the kind of failure."""
+    import httpx
+
+    try:
+        response = client.post(url, json=body)
+    except httpx.HTTPError as error:
+        raise JudgeError(f"claim judge unreachable: {type(error).__name__}") from error
+    if response.status_code != 200:
+        raise JudgeError(f"claim judge answered HTTP {response.status_code}")
+    return response
 
 
 SYSTEM_PROMPT = (
@@ -61,10 +75,7 @@ class OpenAICompatibleClaimJudge(ClaimJudge):
             raise JudgeError(f"judge base URL must be http(s)://...; got {base_url!r}")
         if not model.strip():
             raise JudgeError("judge model must not be empty")
-        key = api_key if api_key is not None else (os.environ.get(api_key_env or "") or None)
-        headers = {"Content-Type": "application/json"}
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
+        headers = json_headers(api_key, api_key_env)
         self._url = base_url.rstrip("/") + "/chat/completions"
         self._model = model
         import httpx  # only when a judge is configured (it costs a start-up otherwise)
@@ -84,14 +95,7 @@ class OpenAICompatibleClaimJudge(ClaimJudge):
                 {"role": "user", "content": f"Evidence:\n{shown}\n\nClaim:\n{claim}"},
             ],
         }
-        import httpx
-
-        try:
-            response = self._client.post(self._url, json=body)
-        except httpx.HTTPError as error:
-            raise JudgeError(f"claim judge unreachable: {type(error).__name__}") from error
-        if response.status_code != 200:
-            raise JudgeError(f"claim judge answered HTTP {response.status_code}")
+        response = post_to_judge(self._client, self._url, body)
         try:
             content = response.json()["choices"][0]["message"]["content"]
             return self._opinion(content)

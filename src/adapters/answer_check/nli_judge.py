@@ -11,11 +11,11 @@ Every failure is a ``JudgeError``; the API key never appears in a message.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from lookup_knowledge.adapters.answer_check.judge import bounded_evidence
+from lookup_knowledge.adapters.answer_check.judge import bounded_evidence, post_to_judge
+from lookup_knowledge.adapters.http_client import json_headers
 from lookup_knowledge.application.ports import ClaimJudge, JudgeOpinion
 from lookup_knowledge.domain.errors import JudgeError
 
@@ -44,10 +44,7 @@ class TeiNliClaimJudge(ClaimJudge):
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise JudgeError(f"judge base URL must be http(s)://...; got {base_url!r}")
-        key = api_key if api_key is not None else (os.environ.get(api_key_env or "") or None)
-        headers = {"Content-Type": "application/json"}
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
+        headers = json_headers(api_key, api_key_env)
         self._url = base_url.rstrip("/") + "/predict"
         self._model = model
         import httpx  # only when a judge is configured
@@ -58,15 +55,8 @@ class TeiNliClaimJudge(ClaimJudge):
         self._client.close()
 
     def judge(self, claim: str, evidence: Sequence[str]) -> JudgeOpinion:
-        import httpx
-
         body = {"inputs": [bounded_evidence(evidence), claim], "truncate": True}
-        try:
-            response = self._client.post(self._url, json=body)
-        except httpx.HTTPError as error:
-            raise JudgeError(f"claim judge unreachable: {type(error).__name__}") from error
-        if response.status_code != 200:
-            raise JudgeError(f"claim judge answered HTTP {response.status_code}")
+        response = post_to_judge(self._client, self._url, body)
         try:
             return self._opinion(response.json())
         except (KeyError, IndexError, TypeError, ValueError) as error:

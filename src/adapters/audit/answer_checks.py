@@ -168,12 +168,7 @@ class SqlSessionEvidence(SessionEvidenceReader):
             .order_by(E.c.document_id, E.c.session_id)
         )
         rows = _run(self._engine, "finding other sessions", lambda c: c.execute(stmt).all())
-        found: dict[str, list[str]] = {}
-        for session, document_id in rows:
-            sessions = found.setdefault(document_id, [])
-            if len(sessions) < limit:
-                sessions.append(session)
-        return {k: tuple(v) for k, v in found.items()}
+        return _first_sessions(rows, limit)
 
     def newest_sessions_returning(
         self, document_ids: Sequence[str], session_prefix: str, limit: int = 50
@@ -194,12 +189,18 @@ class SqlSessionEvidence(SessionEvidenceReader):
         rows = _run(
             self._engine, "finding the sessions of cited ids", lambda c: c.execute(stmt).all()
         )
-        found: dict[str, list[str]] = {}
-        for session, document_id in rows:
-            sessions = found.setdefault(document_id, [])
-            if len(sessions) < limit:
-                sessions.append(session)
-        return {k: tuple(v) for k, v in found.items()}
+        return _first_sessions(rows, limit)
+
+
+def _first_sessions(rows: Sequence[Any], limit: int) -> dict[str, tuple[str, ...]]:
+    """``(session_id, document_id)`` rows in the order asked for: each document's first
+    ``limit`` sessions."""
+    found: dict[str, list[str]] = {}
+    for session, document_id in rows:
+        sessions = found.setdefault(document_id, [])
+        if len(sessions) < limit:
+            sessions.append(session)
+    return {k: tuple(v) for k, v in found.items()}
 
 
 def _claim_row(check_id: uuid.UUID, claim: CheckedClaim) -> dict[str, Any]:

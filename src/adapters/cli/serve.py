@@ -9,7 +9,6 @@ lets the CLI on the same data directory work through it (``local_server``). A bi
 
 from __future__ import annotations
 
-import socket
 import sys
 from typing import Annotated, Any
 
@@ -40,6 +39,7 @@ def serve(
     from lookup_knowledge.adapters.local_server import (
         announce,
         held_lite_path,
+        listening_socket,
         loopback_url,
         remove_runtime_file,
     )
@@ -51,7 +51,9 @@ def serve(
         extra["server.port"] = port
     settings = load(extra).settings
     server_settings = settings.server
-    sock = _bind(server_settings.host, server_settings.port)
+    sock = listening_socket(
+        server_settings.host, server_settings.port, config_key="server.port", inheritable=True
+    )
     with create_app(settings) as lookup_app:
         lookup_app.warm(background=True)  # the first request does not open the model
         app: Any = create_http_app(lookup_app, settings)
@@ -86,21 +88,3 @@ def serve(
         finally:
             if announced is not None:
                 remove_runtime_file(settings.data_dir, announced)
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host.strip("[]"), port))
-    except OSError as error:
-        sock.close()
-        from lookup_knowledge.domain.errors import ConfigurationError
-
-        raise ConfigurationError(
-            "server.port", port, f"cannot bind {host}:{port} ({error.strerror})"
-        ) from None
-    sock.listen(2048)
-    sock.set_inheritable(True)
-    return sock

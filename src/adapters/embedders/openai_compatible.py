@@ -11,20 +11,18 @@ in an error message.
 from __future__ import annotations
 
 import math
-import os
-import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from lookup_knowledge.adapters.http_client import RETRYABLE_STATUS as RETRYABLE_STATUS
+from lookup_knowledge.adapters.http_client import Retries, json_headers
 from lookup_knowledge.application.ports import Embedder, EmbedderIdentity
 from lookup_knowledge.domain.errors import EmbeddingError
 
 if TYPE_CHECKING:
     import httpx
-
-RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 
 
 class OpenAICompatibleEmbedder(Embedder):
@@ -61,23 +59,13 @@ class OpenAICompatibleEmbedder(Embedder):
             )
         self._url = base_url.rstrip("/") + "/embeddings"
         self._model = model
-        key = (
-            api_key
-            if api_key is not None
-            else (os.environ.get(api_key_env) if api_key_env else None)
-        )
         self._dimension = dimension
         self._request_dimensions = request_dimensions
         self._batch_size = batch_size
-        self._max_retries = max_retries
-        self._backoff_s = backoff_s
-        self._max_backoff_s = max_backoff_s
+        self._retries = Retries(max_retries, backoff_s, max_backoff_s, sleep)
         self._normalize = normalize
-        self._sleep = sleep
         self._lock = threading.Lock()
-        all_headers = {"Content-Type": "application/json", **(headers or {})}
-        if key:
-            all_headers["Authorization"] = f"Bearer {key}"
+        all_headers = json_headers(api_key, api_key_env, headers)
         import httpx  # only when this embedder is configured (it costs a start-up otherwise)
 
         self._client = httpx.Client(
@@ -135,52 +123,15 @@ class OpenAICompatibleEmbedder(Embedder):
             payload["dimensions"] = self._dimension
         return payload
 
-    def _delay(self, attempt: int, response: httpx.Response | None) -> float:
-        if response is not None:
-            retry_after = response.headers.get("Retry-After")
-            if retry_after is not None:
-                try:
-                    seconds = float(retry_after)
-                except ValueError:
-                    seconds = -1.0  # an HTTP date: fall back to the backoff
-                if seconds >= 0.0:
-                    return min(seconds, self._max_backoff_s)
-        base = min(self._backoff_s * float(1 << attempt), self._max_backoff_s)
-        return base * random.uniform(0.5, 1.0)
-
     def _request(self, batch: list[str]) -> list[list[float]]:
-        import httpx
-
-        payload = self._payload(batch)
-        last_problem = ""
-        for attempt in range(self._max_retries + 1):
-            response: httpx.Response | None = None
-            try:
-                response = self._client.post(self._url, json=payload)
-            except httpx.TimeoutException as timeout:
-                last_problem = f"timed out ({type(timeout).__name__})"
-                cause: BaseException | None = timeout
-            except httpx.TransportError as transport:
-                last_problem = f"connection failed ({type(transport).__name__}: {transport})"
-                cause = transport
-            else:
-                if response.status_code == 200:
-                    return self._parse(response, len(batch))
-                body = response.text[:300].replace("\n", " ")
-                last_problem = f"HTTP {response.status_code}: {body}"
-                cause = None
-                if response.status_code not in RETRYABLE_STATUS:
-                    raise EmbeddingError(
-                        f"embedding request to {self._url} (model {self._model}) was rejected: "
-                        f"{last_problem}"
-                    )
-            if attempt == self._max_retries:
-                raise EmbeddingError(
-                    f"embedding request to {self._url} (model {self._model}) failed after "
-                    f"{attempt + 1} attempt(s): {last_problem}"
-                ) from cause
-            self._sleep(self._delay(attempt, response))
-        raise AssertionError("unreachable")  # pragma: no cover
+        response = self._retries.post(
+            self._client,
+            self._url,
+            self._payload(batch),
+            what=f"embedding request to {self._url} (model {self._model})",
+            error=EmbeddingError,
+        )
+        return self._parse(response, len(batch))
 
     def _parse(self, response: httpx.Response, expected: int) -> list[list[float]]:
         try:

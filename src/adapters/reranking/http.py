@@ -8,7 +8,7 @@
   ``{"results": [{"index", "relevance_score"}, ...]}`` (plus ``id``, ``meta``, ``usage``
   or a ``document`` echo, ignored).
 
-Both keep the embedder's HTTP habits (``adapters.embedders.openai_compatible``): one
+Both keep the embedder's HTTP habits (``adapters.http_client``): one
 ``httpx`` client with a timeout, transient failures (timeouts, connection errors,
 408/409/429/5xx) retried with backoff and jitter honouring ``Retry-After``, anything else
 a ``RerankerError`` at once; the API key comes from the constructor or an environment
@@ -19,19 +19,17 @@ sent, whatever order the server sorted them in.
 from __future__ import annotations
 
 import math
-import os
-import random
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from lookup_knowledge.adapters.http_client import RETRYABLE_STATUS as RETRYABLE_STATUS
+from lookup_knowledge.adapters.http_client import Retries, json_headers
 from lookup_knowledge.application.ports import Reranker
 from lookup_knowledge.domain.errors import RerankerError
 
 if TYPE_CHECKING:
     import httpx
-
-RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 
 
 class _HttpReranker(Reranker):
@@ -59,14 +57,8 @@ class _HttpReranker(Reranker):
         base = url.rstrip("/")
         self._url = base if base.endswith(self.path) else base + self.path
         self._model = model
-        key = api_key if api_key is not None else (os.environ.get(api_key_env or "") or None)
-        headers = {"Content-Type": "application/json"}
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        self._max_retries = max_retries
-        self._backoff_s = backoff_s
-        self._max_backoff_s = max_backoff_s
-        self._sleep = sleep
+        headers = json_headers(api_key, api_key_env)
+        self._retries = Retries(max_retries, backoff_s, max_backoff_s, sleep)
         import httpx  # only when a reranker is configured (it costs a start-up otherwise)
 
         self._client = httpx.Client(
@@ -133,55 +125,20 @@ class _HttpReranker(Reranker):
             ) from error
         return out
 
-    def _delay(self, attempt: int, response: httpx.Response | None) -> float:
-        if response is not None:
-            retry_after = response.headers.get("Retry-After")
-            if retry_after is not None:
-                try:
-                    seconds = float(retry_after)
-                except ValueError:
-                    seconds = -1.0  # an HTTP date: fall back to the backoff
-                if seconds >= 0.0:
-                    return min(seconds, self._max_backoff_s)
-        base = min(self._backoff_s * float(1 << attempt), self._max_backoff_s)
-        return base * random.uniform(0.5, 1.0)
-
     def _request(self, payload: dict[str, Any]) -> Any:
-        import httpx
-
-        last_problem = ""
-        for attempt in range(self._max_retries + 1):
-            response: httpx.Response | None = None
-            cause: BaseException | None = None
-            try:
-                response = self._client.post(self._url, json=payload)
-            except httpx.TimeoutException as timeout:
-                last_problem = f"timed out ({type(timeout).__name__})"
-                cause = timeout
-            except httpx.TransportError as transport:
-                last_problem = f"connection failed ({type(transport).__name__}: {transport})"
-                cause = transport
-            else:
-                if response.status_code == 200:
-                    try:
-                        return response.json()
-                    except ValueError as error:
-                        raise RerankerError(
-                            f"{self.api} rerank response from {self._url} is not JSON"
-                        ) from error
-                body = response.text[:300].replace("\n", " ")
-                last_problem = f"HTTP {response.status_code}: {body}"
-                if response.status_code not in RETRYABLE_STATUS:
-                    raise RerankerError(
-                        f"{self.api} rerank request to {self._url} was rejected: {last_problem}"
-                    )
-            if attempt == self._max_retries:
-                raise RerankerError(
-                    f"{self.api} rerank request to {self._url} failed after {attempt + 1} "
-                    f"attempt(s): {last_problem}"
-                ) from cause
-            self._sleep(self._delay(attempt, response))
-        raise AssertionError("unreachable")  # pragma: no cover
+        response = self._retries.post(
+            self._client,
+            self._url,
+            payload,
+            what=f"{self.api} rerank request to {self._url}",
+            error=RerankerError,
+        )
+        try:
+            return response.json()
+        except ValueError as error:
+            raise RerankerError(
+                f"{self.api} rerank response from {self._url} is not JSON"
+            ) from error
 
 
 class TeiReranker(_HttpReranker):

@@ -401,25 +401,12 @@ def assess_claim(
     if opposite is not None:
         conflicts.insert(0, opposite.describe())
     shown_score = round(max(score, similarity or 0.0), 4)
-    if conflicts:
+    if conflicts or reasons:
         return ClaimVerdict(
             claim,
             cited,
-            Verdict.CONTRADICTED,
+            Verdict.CONTRADICTED if conflicts else Verdict.UNSUPPORTED,
             tuple(conflicts + reasons + problems),
-            quotes=tuple(quote_matches),
-            coverage=score,
-            cosine=similarity,
-            missing=tuple(f.text for f in missing),
-            span=aligned_span,
-            span_text=span_text,
-        )
-    if reasons:
-        return ClaimVerdict(
-            claim,
-            cited,
-            Verdict.UNSUPPORTED,
-            tuple(reasons + problems),
             quotes=tuple(quote_matches),
             coverage=score,
             cosine=similarity,
