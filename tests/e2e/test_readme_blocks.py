@@ -1,4 +1,4 @@
-"""Every code block in the README works as written.
+"""Every code block in the README and in the pages of ``docs/`` works as written.
 
 ``python`` blocks run as scripts, ``bash`` blocks line by line in a shell, ``yaml``
 blocks load as configuration; each against a fresh data directory (the hashing embedder
@@ -24,18 +24,21 @@ from lookup_knowledge.adapters.config import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 BIN = Path(sys.executable).parent
 
 _FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 
 
-def blocks(language: str) -> list[tuple[int, str]]:
-    text = README.read_text(encoding="utf-8")
+def blocks(language: str, pages: list[Path] = PAGES) -> list[tuple[str, str]]:
+    """(``page:line``, code) of every block in that language, README first."""
     found = []
-    for match in _FENCE.finditer(text):
-        if match.group(1) == language:
-            line = text.count("\n", 0, match.start()) + 1
-            found.append((line, match.group(2)))
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        for match in _FENCE.finditer(text):
+            if match.group(1) == language:
+                line = text.count("\n", 0, match.start()) + 1
+                found.append((f"{page.relative_to(ROOT)}:{line}", match.group(2)))
     return found
 
 
@@ -54,13 +57,13 @@ def workspace(tmp_path: Path) -> tuple[Path, dict[str, str]]:
 
 
 def test_the_readme_has_runnable_blocks() -> None:
-    assert blocks("python")
-    assert blocks("bash")
+    assert blocks("python", [README])
+    assert blocks("bash", [README])
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("line", "code"), blocks("python"), ids=lambda v: str(v)[:12])
-def test_python_block_runs(line: int, code: str, workspace: tuple[Path, dict[str, str]]) -> None:
+@pytest.mark.parametrize(("line", "code"), blocks("python"), ids=lambda v: str(v)[:24])
+def test_python_block_runs(line: str, code: str, workspace: tuple[Path, dict[str, str]]) -> None:
     folder, env = workspace
     shutil.copytree(ROOT / "docs", folder / "docs")  # the blocks' "docs/" folder
     done = subprocess.run(
@@ -72,12 +75,12 @@ def test_python_block_runs(line: int, code: str, workspace: tuple[Path, dict[str
         timeout=600,
         check=False,
     )
-    assert done.returncode == 0, f"README.md line {line}:\n{done.stdout}\n{done.stderr}"
+    assert done.returncode == 0, f"{line}:\n{done.stdout}\n{done.stderr}"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("line", "code"), blocks("bash"), ids=lambda v: str(v)[:12])
-def test_bash_block_runs(line: int, code: str, workspace: tuple[Path, dict[str, str]]) -> None:
+@pytest.mark.parametrize(("line", "code"), blocks("bash"), ids=lambda v: str(v)[:24])
+def test_bash_block_runs(line: str, code: str, workspace: tuple[Path, dict[str, str]]) -> None:
     _, env = workspace
     if _runs_forever_or_is_ci(code):
         for command in re.findall(r"^(\S+)", code, re.M):
@@ -98,15 +101,15 @@ def test_bash_block_runs(line: int, code: str, workspace: tuple[Path, dict[str, 
         timeout=900,
         check=False,
     )
-    assert done.returncode == 0, f"README.md line {line}:\n{done.stdout[-3000:]}\n{done.stderr}"
+    assert done.returncode == 0, f"{line}:\n{done.stdout[-3000:]}\n{done.stderr}"
     assert "Traceback" not in done.stderr
     if "audit check-answer" in code:  # the example answer is one the checker supports
         assert "verdict: supported" in done.stdout, done.stdout[-3000:]
 
 
-@pytest.mark.parametrize(("line", "code"), blocks("yaml"), ids=lambda v: str(v)[:12])
-def test_yaml_block_is_valid_configuration(line: int, code: str, tmp_path: Path) -> None:
-    assert isinstance(yaml.safe_load(code), dict), f"README.md line {line}"
+@pytest.mark.parametrize(("line", "code"), blocks("yaml"), ids=lambda v: str(v)[:24])
+def test_yaml_block_is_valid_configuration(line: str, code: str, tmp_path: Path) -> None:
+    assert isinstance(yaml.safe_load(code), dict), line
     path = tmp_path / "config.yaml"
     path.write_text(code, encoding="utf-8")
     load_settings(config_file=path)  # raises ConfigurationError naming the key
