@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 #: Every error a host may catch (``except lookup_knowledge.SearchUnavailable``); each has a
-#: stable ``code``. The README lists them ("Errors").
+#: stable ``code``. docs/operations.md lists them ("Errors and their codes").
 ERROR_TYPES = (
     "LookupKnowledgeError",
     "ConfigurationError",

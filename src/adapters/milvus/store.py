@@ -86,8 +86,9 @@ _CHUNK_MARK = "#chunk-"
 
 #: Chunks past which a dense lookup on Milvus Lite costs about 3x what it costs on a
 #: Milvus server (measured 8k-14k; at 20k Lite 15-18 ms against 4.5-6 ms; and Lite's
-#: cost grows with every row, which it filters in Python on each search; README, "When to
-#: move from Milvus Lite to a Milvus server"; benchmarks/bench_scaling.py). Ingest says
+#: cost grows with every row, which it filters in Python on each search;
+#: docs/operations.md, "When to move from Milvus Lite to a Milvus server";
+#: benchmarks/bench_scaling.py). Ingest says
 #: so once, in the run that grows a Lite collection past it.
 LITE_SERVER_ADVICE_ROWS = 15_000
 

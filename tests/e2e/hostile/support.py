@@ -3,7 +3,7 @@
 The promise under test: every lookup that was answered has exactly one audit row, and
 that row holds exactly the evidence ids the agent received; nothing prints a traceback
 without ``--debug``; nothing hangs (every process and request is bounded); exit codes
-are the README's (0 done, 1 the work failed, 2 bad usage, input or configuration).
+are docs/cli.md's (0 done, 1 the work failed, 2 bad usage, input or configuration).
 """
 
 from __future__ import annotations

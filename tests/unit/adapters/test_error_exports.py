@@ -1,5 +1,6 @@
 """Every error a host may catch is exported from ``lookup_knowledge``
-with its stable code, and the README's table of them is the hierarchy in
+with its stable code, and the table of them in docs/operations.md (linked from the
+README) is the hierarchy in
 ``domain/errors.py`` (a new error, a renamed code or a moved parent fails here)."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from pathlib import Path
 import lookup_knowledge
 from lookup_knowledge.domain import errors
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+OPERATIONS = Path(__file__).resolve().parents[3] / "docs" / "operations.md"
 START, END = "<!-- error-table:start -->\n", "<!-- error-table:end -->"
 
 
@@ -39,14 +40,14 @@ def test_every_error_type_is_exported_with_its_code() -> None:
     for cls in hierarchy():
         assert cls.__name__ in lookup_knowledge.__all__
         assert getattr(lookup_knowledge, cls.__name__) is cls
-        assert cls.__doc__, f"{cls.__name__} needs a docstring for the README table"
+        assert cls.__doc__, f"{cls.__name__} needs a docstring for the error table"
         assert cls.code not in codes.values(), f"{cls.__name__} repeats code {cls.code}"
         codes[cls.__name__] = cls.code
     assert set(lookup_knowledge.ERROR_TYPES) == set(codes)
 
 
-def test_readme_error_table_matches_the_hierarchy() -> None:
-    text = README.read_text(encoding="utf-8")
+def test_documented_error_table_matches_the_hierarchy() -> None:
+    text = OPERATIONS.read_text(encoding="utf-8")
     start = text.index(START) + len(START)
     end = text.index(END)
     assert text[start:end] == error_table()
