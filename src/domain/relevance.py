@@ -140,6 +140,16 @@ def bm25_idf(documents: int, containing: int) -> float:
     return math.log(1.0 + (max(documents, 0) - n + 0.5) / (n + 0.5))
 
 
+def reference_idf(documents: int, containing: int) -> float:
+    """A query term's share of the query's BM25 reference: its idf, with a term that no
+    chunk holds counted as if one chunk held it (the most the term could add, were it
+    there). Counting it at ``bm25_idf(N, 0)`` made the words of a natural question that a
+    small collection lacks ("how", "many") outweigh the words its only document matches,
+    since in a collection of one or two chunks every present term has the lowest idf;
+    in a large one the two differ by a few percent."""
+    return bm25_idf(documents, max(containing, 1))
+
+
 def bm25_evidence(score: float, reference: float) -> float:
     """The share of what the query could reach: ``|s| / reference``, at most 1.
 

@@ -62,8 +62,8 @@ from lookup_knowledge.domain.relevance import (
     DenseBackground,
     HitCalibration,
     ScoreKind,
-    bm25_idf,
     measure_background,
+    reference_idf,
 )
 
 _ALL_MODES = frozenset(SearchMode)
@@ -311,14 +311,16 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore):
 
     def _bm25_reference(self, text: str) -> float | None:
         """The score of an average-length row holding each query term once: the sum of
-        the terms' idf over every row (a term no row holds at its highest idf)."""
+        the terms' idf over every row (a term no row holds as if one did: ``reference_idf``)."""
         terms = set(self._text.query_terms(text))
         if not terms or not self._rows or terms != set(self._text.terms(text)):
             # None for an expanded query (Chinese glosses): its expansion terms are
             # alternatives, so the sum of their idf is no reachable score.
             return None
         n = len(self._rows)
-        return sum(bm25_idf(n, sum(1 for r in self._rows.values() if t in r.tokens)) for t in terms)
+        return sum(
+            reference_idf(n, sum(1 for r in self._rows.values() if t in r.tokens)) for t in terms
+        )
 
     def _bm25(self, rows: list[_Row], text: str) -> list[tuple[_Row, float]]:
         terms = set(self._text.query_terms(text))

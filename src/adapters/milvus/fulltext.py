@@ -48,7 +48,7 @@ from typing import Any
 
 from lookup_knowledge.adapters.durable_files import FSYNCED, DurableFiles
 from lookup_knowledge.domain.access import UNRESTRICTED, AccessScope, storage_key
-from lookup_knowledge.domain.relevance import bm25_idf
+from lookup_knowledge.domain.relevance import reference_idf
 
 logger = logging.getLogger(__name__)
 
@@ -443,7 +443,8 @@ class FullTextIndex:
     def reference(self, terms: str) -> float | None:
         """The BM25 score of an average-length row holding each of the analysed
         ``terms`` once: the sum of their idf as tantivy computes it (statistics over the
-        whole index, like the scores). None for no terms or an empty index."""
+        whole index, like the scores; a term no row holds as if one did: ``reference_idf``).
+        None for no terms or an empty index."""
         words = terms.split()
         if not words:
             return None
@@ -452,7 +453,7 @@ class FullTextIndex:
         documents = int(searcher.num_docs)
         if documents < 1:
             return None
-        return sum(bm25_idf(documents, int(searcher.doc_freq("terms", w))) for w in words)
+        return sum(reference_idf(documents, int(searcher.doc_freq("terms", w))) for w in words)
 
     def _visible(self, access: AccessScope) -> Any:
         """``can_see`` as a query: public, or the principal's tenant and (no groups on

@@ -56,6 +56,29 @@ def test_a_word_in_one_of_two_documents_is_found(mode: SearchMode, access: Acces
     assert all(b.document_id != "kb/tea.md#chunk-0" for b in result.evidence_blocks)
 
 
+def test_a_natural_question_about_the_only_document_is_found_by_bm25() -> None:
+    """Words the collection lacks ("how", "many", "does") do not outweigh the words the
+    only document matches: a first ingest of one file answers a question about it. (In
+    hybrid the dense list's support decides too, and the hashing embedder gives none.)"""
+    mode = SearchMode.SPARSE
+    kb = InMemoryKnowledgeBase()
+    IngestDocuments(
+        store=kb,
+        chunker=MarkdownChunker(chunk_size=400),
+        clock=FakeClock(),
+        embedder=HashingEmbedder(64),
+    ).execute(
+        StaticDocumentSource(
+            [SourceDocument("kb/pool.md", "# Pool\n\nPgBouncer keeps up to 16 server connections.")]
+        )
+    )
+    fx = make_lookup(kb, embedder=HashingEmbedder(64))
+    question = "how many server connections does PgBouncer keep"
+    result = fx.lookup.execute(question, session_id="s", options=LookupOptions(mode=mode))
+    assert result.found, result.message
+    assert result.evidence_blocks[0].document_id == "kb/pool.md#chunk-0"
+
+
 class LookAlikeEmbedder(HashingEmbedder):
     """Every text shares one direction (as sentence embedders' vectors of one domain
     do): unrelated chunks have a cosine near 0.5, not 0."""
