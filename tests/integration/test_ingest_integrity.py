@@ -44,7 +44,10 @@ def _overrides(data: Path, **more: object) -> dict[str, object]:
         "search.backend": "milvus",
         "embedder.provider": "hashing",
         "embedder.hashing.dimension": HASHING_DIM,
+        # Every hit is returned: these tests are about ids and records, not relevance
+        # (no found threshold, and no block dropped for being far below the best).
         "rag.min-relevance": 0.0,
+        "rag.relevance.min-share-of-best": 0.0,
         **more,
     }
 

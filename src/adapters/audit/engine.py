@@ -62,8 +62,17 @@ def database_key(url: str | URL) -> str:
         database=parsed.database,
         query=parsed.query,
     )
-    rendered = bare.render_as_string(hide_password=False)
-    return hashlib.sha256(rendered.encode("utf-8")).hexdigest()[:16]
+    # The components, not render_as_string(): that percent-quotes the database path as
+    # UTF-8, and a folder name with an undecodable byte (a surrogate escape) cannot be.
+    parts = (
+        bare.drivername,
+        bare.username,
+        bare.host,
+        bare.port,
+        bare.database,
+        sorted(bare.query.items()),
+    )
+    return hashlib.sha256(repr(parts).encode("utf-8", "backslashreplace")).hexdigest()[:16]
 
 
 def _redact(url: str | URL) -> str:
