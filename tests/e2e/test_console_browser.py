@@ -351,7 +351,10 @@ def test_no_script_runs_from_stored_text_even_without_the_csp(browser: Any, tmp_
     try:
         bad = " ".join(HOSTILE)
         sid = "evil-" + HOSTILE[1]
-        tool = lookup_app.lookup("PG-53300 too many connections " + bad, session_id=sid)
+        # The hostile query is recorded (mostly words no document holds: no evidence);
+        # the plain one gives the block the hostile answer cites.
+        hostile = lookup_app.lookup("PG-53300 too many connections " + bad, session_id=sid)
+        tool = lookup_app.lookup("PG-53300 too many connections", session_id=sid)
         check = lookup_app.check_answer(
             sid, f"{bad} PG-53300 too many connections [{tool['evidenceBlocks'][0]['document_id']}]"
         )
@@ -366,6 +369,7 @@ def test_no_script_runs_from_stored_text_even_without_the_csp(browser: Any, tmp_
                 "/?text=" + HOSTILE[0],
                 "/?doc=" + HOSTILE[2],
                 f"/sessions/{quote(sid, safe='')}",
+                f"/invocations/{hostile['invocationId']}",
                 f"/invocations/{tool['invocationId']}",
                 f"/checks/{check.id}",
                 "/quality",
