@@ -13,7 +13,7 @@ from datetime import datetime
 from enum import StrEnum
 from types import MappingProxyType
 
-from lookup_knowledge.application.ports.audit import TimeRange, check_session_id
+from lookup_knowledge.application.ports.audit_queries import TimeRange, check_session_id
 from lookup_knowledge.domain.answer_check import CitationVerdict, SupportSpan, Verdict
 from lookup_knowledge.domain.errors import InvalidInputError
 
