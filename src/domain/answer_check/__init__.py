@@ -14,6 +14,7 @@ from lookup_knowledge.domain.answer_check.claims import (
     claims_from_claude,
     split_claims,
 )
+from lookup_knowledge.domain.answer_check.evidence import EvidenceText, PreparedEvidence
 from lookup_knowledge.domain.answer_check.facts import Fact, FactKind, extract_facts
 from lookup_knowledge.domain.answer_check.verdicts import (
     CHECKER_VERSION,
@@ -21,8 +22,6 @@ from lookup_knowledge.domain.answer_check.verdicts import (
     CitationStatus,
     CitationVerdict,
     ClaimVerdict,
-    EvidenceText,
-    PreparedEvidence,
     QuoteMatch,
     SupportSpan,
     Verdict,

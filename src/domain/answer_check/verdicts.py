@@ -28,22 +28,23 @@ from __future__ import annotations
 
 import hashlib
 import re
-from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from lookup_knowledge.domain.answer_check.claims import Claim
+from lookup_knowledge.domain.answer_check.evidence import (
+    EvidenceText,
+    PreparedEvidence,
+)
 from lookup_knowledge.domain.answer_check.facts import (
     Fact,
     FactIndex,
     FactKind,
-    extract_facts,
     unit_base,
 )
 from lookup_knowledge.domain.answer_check.polarity import contradiction, is_directional
-from lookup_knowledge.domain.answer_check.sentences import sentence_spans
-from lookup_knowledge.domain.answer_check.text import Folded, find_folded, fold, fold_text
+from lookup_knowledge.domain.answer_check.text import find_folded, fold_text
 from lookup_knowledge.domain.answer_check.words import (
     STOP_WORDS,
     Stem,
@@ -57,7 +58,6 @@ from lookup_knowledge.domain.answer_check.words import (
 from lookup_knowledge.domain.projection import ELLIPSIS
 
 CHECKER_VERSION = "2"
-MAX_SPAN_SENTENCES = 3
 
 
 class Verdict(StrEnum):
@@ -120,102 +120,6 @@ class CheckThresholds:
             value = getattr(self, name)
             if isinstance(value, bool) or not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1")
-
-
-def _with_parts(words: list[str]) -> list[str]:
-    """Evidence words, a hyphenated one also by its parts ("aureus-infected" covers a
-    claim's "infected")."""
-    out = list(words)
-    for w in words:
-        if "-" in w or "_" in w or "." in w:
-            parts = w.replace("_", "-").replace(".", "-").split("-")
-            out.extend(p for p in parts if len(p) > 1 and not p.isdigit())
-    return out
-
-
-@dataclass(frozen=True, slots=True)
-class PreparedEvidence:
-    """One block's text as the agent saw it, analysed once per check."""
-
-    document_id: str
-    text: str
-    folded: Folded
-    units: frozenset[str]
-    facts: tuple[Fact, ...]
-    sentences: tuple[tuple[int, int, frozenset[str]], ...]
-
-    @classmethod
-    def of(cls, document_id: str, text: str, stem: Stem) -> PreparedEvidence:
-        folded = fold(text)  # once: sentences take their folded slices through ``origin``
-        spans = sentence_spans(text)
-        sentences = []
-        for a, b in spans:
-            fa, fb = bisect_left(folded.origin, a), bisect_left(folded.origin, b)
-            words = _with_parts(folded_content_words(folded.text[fa:fb]))
-            sentences.append((a, b, stem_units(words, stem)))
-        return cls(
-            document_id=document_id,
-            text=text,
-            folded=folded,
-            units=stem_units(_with_parts(folded_content_words(folded.text)), stem),
-            # a `code span` is one identifier, and the facts inside it count too
-            facts=extract_facts(text, skip_first_word=False)
-            + (extract_facts(text.replace("`", " "), skip_first_word=False) if "`" in text else ()),
-            sentences=tuple(sentences),
-        )
-
-    def folded_slice(self, start: int, end: int) -> str:
-        """The folded text of ``text[start:end]``."""
-        origin = self.folded.origin
-        return self.folded.text[bisect_left(origin, start) : bisect_left(origin, end)]
-
-    def best_span(self, units: frozenset[str]) -> tuple[int, int]:
-        """The sentence, or run of up to ``MAX_SPAN_SENTENCES`` adjacent sentences,
-        sharing the most units (see ``align``)."""
-        return self.align(units)[:2]
-
-    def align(self, units: frozenset[str]) -> tuple[int, int, frozenset[str], int]:
-        """(start, end, units, hits) of the span that best supports a claim with these
-        units: the sentence sharing the most, extended by an adjacent sentence only
-        while that adds at least two more shared units (a second sentence must earn
-        its place)."""
-        if not self.sentences:
-            return 0, len(self.text), self.units, len(units & self.units)
-        best_i, best_hits = 0, -1
-        for i, (_, _, own) in enumerate(self.sentences):
-            hits = len(units & own)
-            if hits > best_hits:
-                best_i, best_hits = i, hits
-        lo = hi = best_i
-        covered = self.sentences[best_i][2]
-        while hi - lo + 1 < MAX_SPAN_SENTENCES:
-            options = []
-            if lo > 0:
-                options.append((len(units & (covered | self.sentences[lo - 1][2])), lo - 1))
-            if hi + 1 < len(self.sentences):
-                options.append((len(units & (covered | self.sentences[hi + 1][2])), hi + 1))
-            if not options:
-                break
-            gained, at = max(options)
-            if gained < len(units & covered) + 2:
-                break
-            covered = covered | self.sentences[at][2]
-            lo, hi = min(lo, at), max(hi, at)
-        a, b = self.sentences[lo][0], self.sentences[hi][1]
-        while a < b and self.text[a].isspace():
-            a += 1
-        while b > a and self.text[b - 1].isspace():
-            b -= 1
-        return a, b, covered, len(units & covered)
-
-
-@dataclass(frozen=True, slots=True)
-class EvidenceText:
-    """What the checker has of a cited block: its shown text, or why there is none."""
-
-    document_id: str
-    prepared: PreparedEvidence | None
-    problem: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
