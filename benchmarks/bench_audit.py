@@ -482,7 +482,7 @@ def bench_in_lookups(
         if compare_inline:  # its own fsyncs and commits load the disk the others use
             recorders.append(build_sql_recorder(engine, Path(spool) / "inline"))
             systems["inline"] = variant(recorders[-1], container.session_state())
-        from lookup_knowledge.adapters import container as container_module
+        from lookup_knowledge.adapters import builders
 
         try:  # audit.durability=process, as the container builds it (skipped before)
             recorders.append(
@@ -491,7 +491,7 @@ def bench_in_lookups(
                     Path(spool) / "process",
                     write_behind=True,
                     files=DurableFiles(enabled=False),
-                    linger_s=container_module.AUDIT_LINGER_S,
+                    linger_s=builders.AUDIT_LINGER_S,
                 )
             )
             systems["process"] = variant(recorders[-1], container.session_state())
@@ -562,13 +562,13 @@ DURABILITIES = ("fsync", "process", "database")
 
 def durability_recorder(engine: Engine, spool: Path, durability: str) -> SqlToolInvocationRecorder:
     """The recorder ``_sql_recorder`` builds for ``audit.durability=durability``."""
-    from lookup_knowledge.adapters import container as container_module
+    from lookup_knowledge.adapters import builders
 
     return build_sql_recorder(
         engine,
         spool,
         write_behind=True,
-        linger_s=container_module.AUDIT_LINGER_S,
+        linger_s=builders.AUDIT_LINGER_S,
         files=DurableFiles(enabled=durability != "process"),
         commit_before_return=durability == "database",  # type: ignore[call-arg]
     )
