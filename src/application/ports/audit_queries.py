@@ -479,17 +479,6 @@ class AuditQueries(ABC):
         session with no invocation."""
         return ()
 
-    def verify_citations(self, session_id: str, document_ids: Sequence[str]) -> CitationReport:
-        """Valid and unknown citations as the database knows them (no spool view)."""
-        _require_session(session_id)
-        cited = normalise_cited(document_ids)
-        found = self.find_citation_sources(session_id, cited) if cited else {}
-        return CitationReport(
-            session_id=session_id,
-            valid=tuple(found[d] for d in cited if d in found),
-            unknown=tuple(d for d in cited if d not in found),
-        )
-
 
 def check_tenant(tenant: object) -> None:
     if tenant is not None and (
