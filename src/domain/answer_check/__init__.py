@@ -14,7 +14,12 @@ from lookup_knowledge.domain.answer_check.claims import (
     claims_from_claude,
     split_claims,
 )
-from lookup_knowledge.domain.answer_check.evidence import EvidenceText, PreparedEvidence
+from lookup_knowledge.domain.answer_check.evidence import (
+    EvidenceText,
+    PreparedEvidence,
+    content_hash,
+    shown_text_from,
+)
 from lookup_knowledge.domain.answer_check.facts import Fact, FactKind, extract_facts
 from lookup_knowledge.domain.answer_check.verdicts import (
     CHECKER_VERSION,
@@ -27,9 +32,7 @@ from lookup_knowledge.domain.answer_check.verdicts import (
     Verdict,
     assess_claim,
     bare_text,
-    content_hash,
     overall_verdict,
-    shown_text_from,
     worst_verdict,
 )
 from lookup_knowledge.domain.answer_check.words import Stem, identity_stem

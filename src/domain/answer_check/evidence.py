@@ -3,6 +3,7 @@ its facts and its sentences (``PreparedEvidence``), and the span a claim is alig
 
 from __future__ import annotations
 
+import hashlib
 from bisect import bisect_left
 from dataclasses import dataclass
 
@@ -17,6 +18,7 @@ from lookup_knowledge.domain.answer_check.words import (
     folded_content_words,
     stem_units,
 )
+from lookup_knowledge.domain.projection import ELLIPSIS
 
 MAX_SPAN_SENTENCES = 3
 
@@ -115,3 +117,27 @@ class EvidenceText:
     document_id: str
     prepared: PreparedEvidence | None
     problem: str | None = None
+
+
+def content_hash(text: str) -> str:
+    """The hash the audit store keeps of a shown block (sha256 of its UTF-8 text)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def shown_text_from(current: str, expected_hash: str) -> str | None:
+    """The text the agent was shown, rebuilt from a block's current full text, or None.
+
+    A block was shown whole, stripped, or cut to a budget with an ellipsis (see
+    ``domain.projection``); the one candidate whose hash is ``expected_hash`` is the text
+    shown. None means the block changed since it was shown.
+    """
+    if content_hash(current) == expected_hash:
+        return current
+    stripped = current.strip()
+    if content_hash(stripped) == expected_hash:
+        return stripped
+    for cut in range(max(len(stripped) - 1, 0), -1, -1):
+        candidate = stripped[:cut] + ELLIPSIS
+        if content_hash(candidate) == expected_hash:
+            return candidate
+    return None

@@ -26,7 +26,6 @@ The rules are deterministic; a judge's opinion is applied by the use case (signa
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -55,7 +54,6 @@ from lookup_knowledge.domain.answer_check.words import (
     stem_units,
     swapped_words,
 )
-from lookup_knowledge.domain.projection import ELLIPSIS
 
 CHECKER_VERSION = "2"
 
@@ -187,6 +185,17 @@ def assess_claim(
         return ClaimVerdict(
             claim, cited, Verdict.INVALID_CITATION, tuple(c.describe() for c in invalid)
         )
+    usable, problems = _usable_evidence(cited, evidence)
+    if not usable:
+        why = problems or [f"{c.document_id}: no shown text available" for c in cited]
+        return ClaimVerdict(claim, cited, Verdict.UNSUPPORTED, tuple(dict.fromkeys(why)))
+    return _assess_text(claim, cited, usable, problems, stem, thresholds, cosine)
+
+
+def _usable_evidence(
+    cited: Sequence[CitationVerdict], evidence: Mapping[str, Sequence[EvidenceText]]
+) -> tuple[list[PreparedEvidence], list[str]]:
+    """The cited blocks whose shown text is known, and why the others are not."""
     usable: list[PreparedEvidence] = []
     problems: list[str] = []
     for c in cited:
@@ -195,10 +204,113 @@ def assess_claim(
                 usable.append(item.prepared)
             elif item.problem:
                 problems.append(f"{c.document_id}: {item.problem}")
-    if not usable:
-        why = problems or [f"{c.document_id}: no shown text available" for c in cited]
-        return ClaimVerdict(claim, cited, Verdict.UNSUPPORTED, tuple(dict.fromkeys(why)))
+    return usable, problems
 
+
+@dataclass(frozen=True, slots=True)
+class _Alignment:
+    """Every usable block aligned to the claim on its own, and the best of them."""
+
+    aligned: list[tuple[PreparedEvidence, int, int, frozenset[str], int]]
+    best: PreparedEvidence
+    start: int
+    end: int
+
+    @property
+    def text(self) -> str:
+        return self.best.text[self.start : self.end]
+
+
+def _align(units: frozenset[str], usable: Sequence[PreparedEvidence]) -> _Alignment:
+    aligned = [(p, *p.align(units)) for p in usable]
+    best, start, end, _, _ = max(aligned, key=lambda x: (x[4], -aligned.index(x)))
+    return _Alignment(aligned, best, start, end)
+
+
+def _assess_text(
+    claim: Claim,
+    cited: tuple[CitationVerdict, ...],
+    usable: list[PreparedEvidence],
+    problems: list[str],
+    stem: Stem,
+    thresholds: CheckThresholds,
+    cosine: Mapping[str, float] | None,
+) -> ClaimVerdict:
+    """Steps 4 and 5 of the module docstring, on the cited blocks whose text is known."""
+    quote_matches, reasons = _match_quotes(claim, usable)
+    units = stem_units(claim.content, stem)
+    alignment = _align(units, usable)
+    missing, conflicts, fact_reasons = _fact_misses(claim, alignment, usable, stem)
+    reasons.extend(fact_reasons)
+    union = frozenset().union(*(p.units for p in usable))
+    rare_missing, rare = _rare_word_misses(claim, alignment.text, union, stem)
+    missing.extend(rare_missing)
+
+    # Coverage is the one check read on the cited blocks, not the span: a claim may take
+    # its subject from a heading and its value from a listing line (the span alone would
+    # miss the former); what the span must hold is checked above.
+    score = coverage(units, union)
+    similarity = None
+    if cosine:
+        known = [cosine[p.document_id] for p in usable if p.document_id in cosine]
+        similarity = max(known) if known else None
+    enough = score >= thresholds.min_coverage or (
+        similarity is not None
+        and similarity >= thresholds.min_cosine
+        and score >= thresholds.min_coverage_with_cosine
+    )
+    if not enough:
+        detail = f"coverage {score:.2f} < {thresholds.min_coverage:.2f}"
+        if similarity is not None:
+            detail += f", cosine {similarity:.2f}"
+        reasons.append(f"the cited evidence does not cover the claim's words ({detail})")
+    if score >= thresholds.min_coverage or not enough:
+        reasons.extend(rare)  # not when the embedder's cosine carried a paraphrase
+    else:
+        missing = [f for f in missing if f.start or f.end]
+    aligned_span = SupportSpan(
+        alignment.best.document_id, alignment.start, alignment.end, round(score, 4)
+    )
+    opposite = contradiction(bare_text(claim), alignment.text, stem)
+    if opposite is not None:
+        conflicts.insert(0, opposite.describe())
+    if conflicts or reasons:
+        return ClaimVerdict(
+            claim,
+            cited,
+            Verdict.CONTRADICTED if conflicts else Verdict.UNSUPPORTED,
+            tuple(conflicts + reasons + problems),
+            quotes=tuple(quote_matches),
+            coverage=score,
+            cosine=similarity,
+            missing=tuple(f.text for f in missing),
+            span=aligned_span,
+            span_text=alignment.text,
+        )
+    located: tuple[str, int, int] = (alignment.best.document_id, alignment.start, alignment.end)
+    for q in quote_matches:
+        if q.document_id is not None and q.start is not None and q.end is not None:
+            located = (q.document_id, q.start, q.end)
+            break
+    return ClaimVerdict(
+        claim,
+        cited,
+        Verdict.SUPPORTED,
+        (),
+        support=SupportSpan(*located, round(max(score, similarity or 0.0), 4)),
+        quotes=tuple(quote_matches),
+        coverage=score,
+        cosine=similarity,
+        span=aligned_span,
+        span_text=alignment.text,
+    )
+
+
+def _match_quotes(
+    claim: Claim, usable: Sequence[PreparedEvidence]
+) -> tuple[list[QuoteMatch], list[str]]:
+    """Where each quote of the claim occurs (in *its* block when it names one), and a
+    reason for each that occurs in no cited block."""
     reasons: list[str] = []
     quote_matches: list[QuoteMatch] = []
     for quote in claim.quotes:
@@ -214,11 +326,15 @@ def assess_claim(
             reasons.append(f'quote not found in the {place}: "{_short(quote.text)}"')
             match = QuoteMatch(quote.text, None)
         quote_matches.append(match)
+    return quote_matches, reasons
 
-    units = stem_units(claim.content, stem)
-    aligned = [(p, *p.align(units)) for p in usable]
-    best, span_a, span_b, _, _ = max(aligned, key=lambda x: (x[4], -aligned.index(x)))
-    span_text = best.text[span_a:span_b]
+
+def _fact_misses(
+    claim: Claim, alignment: _Alignment, usable: Sequence[PreparedEvidence], stem: Stem
+) -> tuple[list[Fact], list[str], list[str]]:
+    """(missing facts, conflicts, reasons): numbers must stand in an aligned span, every
+    other fact in some cited block."""
+    aligned = alignment.aligned
     # every cited block (or version of one) is aligned on its own; numbers count where
     # they stand in some block's aligned span
     span_facts = [f for p, a, b, _, _ in aligned for f in p.facts if a <= f.start and f.end <= b]
@@ -228,6 +344,7 @@ def assess_claim(
     )
     missing: list[Fact] = []
     conflicts: list[str] = []
+    reasons: list[str] = []
     for fact in claim.facts:
         if fact.kind is FactKind.NUMBER:
             if span_index.contains(fact):
@@ -252,7 +369,15 @@ def assess_claim(
         elif not index.contains(fact):
             missing.append(fact)
             reasons.append(f"{_describe_fact(fact)} is not in the cited evidence")
-    union = frozenset().union(*(p.units for p in usable))
+    return missing, conflicts, reasons
+
+
+def _rare_word_misses(
+    claim: Claim, span_text: str, union: frozenset[str], stem: Stem
+) -> tuple[list[Fact], list[str]]:
+    """A rare claim word the span replaces in place by another, and a technical name no
+    cited block holds: each a missing "fact" and a reason (applied by the caller only
+    when the words, not an embedder's cosine, carried the claim)."""
     in_facts = " ".join(fold_text(f.text) for f in claim.facts)
     attribution = {
         w.lower()
@@ -261,6 +386,7 @@ def assess_claim(
         if g
         for w in g.split()
     }
+    missing: list[Fact] = []
     rare: list[str] = []
     span_words = folded_content_words(fold_text(span_text))
     for word, said in swapped_words(claim.content, span_words, stem):
@@ -277,64 +403,7 @@ def assess_claim(
         if stem([word])[0] not in union and word not in in_facts:
             missing.append(Fact(FactKind.ENTITY, word, word, 0, 0))
             rare.append(f'name "{word}" is not in the cited evidence')
-
-    # Coverage is the one check read on the cited blocks, not the span: a claim may take
-    # its subject from a heading and its value from a listing line (the span alone would
-    # miss the former); what the span must hold is checked above.
-    score = coverage(units, union)
-    similarity = None
-    if cosine:
-        known = [cosine[p.document_id] for p in usable if p.document_id in cosine]
-        similarity = max(known) if known else None
-    enough = score >= thresholds.min_coverage or (
-        similarity is not None
-        and similarity >= thresholds.min_cosine
-        and score >= thresholds.min_coverage_with_cosine
-    )
-    if not enough:
-        detail = f"coverage {score:.2f} < {thresholds.min_coverage:.2f}"
-        if similarity is not None:
-            detail += f", cosine {similarity:.2f}"
-        reasons.append(f"the cited evidence does not cover the claim's words ({detail})")
-    if score >= thresholds.min_coverage or not enough:
-        reasons.extend(rare)  # not when the embedder's cosine carried a paraphrase
-    else:
-        missing = [f for f in missing if f.start or f.end]
-    aligned_span = SupportSpan(best.document_id, span_a, span_b, round(score, 4))
-    opposite = contradiction(bare_text(claim), span_text, stem)
-    if opposite is not None:
-        conflicts.insert(0, opposite.describe())
-    shown_score = round(max(score, similarity or 0.0), 4)
-    if conflicts or reasons:
-        return ClaimVerdict(
-            claim,
-            cited,
-            Verdict.CONTRADICTED if conflicts else Verdict.UNSUPPORTED,
-            tuple(conflicts + reasons + problems),
-            quotes=tuple(quote_matches),
-            coverage=score,
-            cosine=similarity,
-            missing=tuple(f.text for f in missing),
-            span=aligned_span,
-            span_text=span_text,
-        )
-    located: tuple[str, int, int] = (best.document_id, span_a, span_b)
-    for q in quote_matches:
-        if q.document_id is not None and q.start is not None and q.end is not None:
-            located = (q.document_id, q.start, q.end)
-            break
-    return ClaimVerdict(
-        claim,
-        cited,
-        Verdict.SUPPORTED,
-        (),
-        support=SupportSpan(*located, shown_score),
-        quotes=tuple(quote_matches),
-        coverage=score,
-        cosine=similarity,
-        span=aligned_span,
-        span_text=span_text,
-    )
+    return missing, rare
 
 
 # "The runbook says", "according to the guide": who says it is not what is said.
@@ -459,27 +528,3 @@ def worst_verdict(verdicts: Sequence[Verdict]) -> Verdict:
     """The most severe of these verdicts (``SEVERITY``); ``supported`` for none."""
     present = set(verdicts)
     return next(v for v in SEVERITY if v in present or v is Verdict.SUPPORTED)
-
-
-def content_hash(text: str) -> str:
-    """The hash the audit store keeps of a shown block (sha256 of its UTF-8 text)."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def shown_text_from(current: str, expected_hash: str) -> str | None:
-    """The text the agent was shown, rebuilt from a block's current full text, or None.
-
-    A block was shown whole, stripped, or cut to a budget with an ellipsis (see
-    ``domain.projection``); the one candidate whose hash is ``expected_hash`` is the text
-    shown. None means the block changed since it was shown.
-    """
-    if content_hash(current) == expected_hash:
-        return current
-    stripped = current.strip()
-    if content_hash(stripped) == expected_hash:
-        return stripped
-    for cut in range(max(len(stripped) - 1, 0), -1, -1):
-        candidate = stripped[:cut] + ELLIPSIS
-        if content_hash(candidate) == expected_hash:
-            return candidate
-    return None
