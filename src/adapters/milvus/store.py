@@ -78,12 +78,11 @@ logger = logging.getLogger(__name__)
 
 _CHUNK_MARK = "#chunk-"
 
-#: Chunks past which a dense lookup on Milvus Lite costs about 3x what it costs on a
-#: Milvus server (measured 8k-14k; at 20k Lite 15-18 ms against 4.5-6 ms; and Lite's
-#: cost grows with every row, which it filters in Python on each search;
-#: docs/operations.md, "When to move from Milvus Lite to a Milvus server";
-#: benchmarks/bench_scaling.py). Ingest says
-#: so once, in the run that grows a Lite collection past it.
+#: Chunks past which a dense lookup on Milvus Lite costs several times what it costs on
+#: a Milvus server (Lite filters every row in Python on each search; figures in
+#: benchmarks/README.md, bench_scaling.py; docs/operations.md, "When to move from Milvus
+#: Lite to a Milvus server"). Ingest says so once, in the run that grows a Lite
+#: collection past it.
 LITE_SERVER_ADVICE_ROWS = 15_000
 
 
@@ -310,11 +309,10 @@ class MilvusKnowledgeStore(KnowledgeStore):
     def seal(self) -> None:
         """Flush the growing segments and have every segment indexed before returning.
 
-        Milvus Lite searches unflushed rows 50-100x slower (measured after a SciFact
-        ingest: 300-600 ms per search before, ~7 ms after). And Lite builds the index of
-        a flushed segment on a background thread, searching the segment exactly (brute
-        force) until it is done: the first searches after an ingest returned other
-        neighbours than later ones (8 of 300 SciFact lists). Releasing and loading the
+        Milvus Lite searches unflushed rows far slower (benchmarks/README.md). And Lite
+        builds the index of a flushed segment on a background thread, searching the
+        segment exactly (brute force) until it is done: the first searches after an
+        ingest returned other neighbours than later ones. Releasing and loading the
         collection builds the missing indexes synchronously, so every search after
         ``seal`` sees the same, indexed, state."""
         if self._layout() is None:
