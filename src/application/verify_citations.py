@@ -21,7 +21,7 @@ from lookup_knowledge.domain.errors import InvalidInputError
 class VerifyCitations:
     """EvidenceGuard: check an agent's cited document_ids against what its session saw.
 
-    Flushes the recorder's spool for the session first (bounded by ``flush_timeout_s``),
+    Flushes the recorder's journal for the session first (bounded by ``flush_timeout_s``),
     then asks the store, then reports how many of the session's records are still
     pending, so an incomplete answer is never presented as a complete one. With a
     knowledge base to ask (``search``), an id not returned to the session that exists

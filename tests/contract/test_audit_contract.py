@@ -188,7 +188,7 @@ def test_a_record_after_close_is_kept_in_the_journal(backend: AuditBackend) -> N
     and not written to the database."""
     sid = session()
     backend.recorder.close()
-    assert backend.recorder.record(invocation(sid)) is RecordOutcome.SPOOLED
+    assert backend.recorder.record(invocation(sid)) is RecordOutcome.JOURNALED_OFFLINE
     assert backend.queries.list_invocations(InvocationFilter(session_id=sid)).items == ()
 
 
@@ -634,7 +634,7 @@ def test_verify_citations_is_honest_about_pending_records_in_the_fake() -> None:
     recorder.record(invocation(sid, documents=["a#chunk-0"]))
     recorder.available = False
     assert (
-        recorder.record(invocation(sid, documents=["b#chunk-0"])) is RecordOutcome.SPOOLED
+        recorder.record(invocation(sid, documents=["b#chunk-0"])) is RecordOutcome.JOURNALED_OFFLINE
     )
     use_case = VerifyCitations(b.queries, recorder, flush_timeout_s=0)
 

@@ -191,7 +191,7 @@ def _check_answer(
         )
     if not check.conclusive:
         console(stderr=True).print(
-            f"{check.pending_in_spool} record(s) of this session are still spooled; "
+            f"{check.pending_in_spool} record(s) of this session are still in the journal; "
             "'unknown' citations may not be final"
         )
     if not check.all_supported:

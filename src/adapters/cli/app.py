@@ -49,7 +49,7 @@ def _global_options(
         typer.Option(
             "--data-dir",
             metavar="<path>",
-            help="Data directory (Milvus Lite file, SQLite audit, spool).",
+            help="Data directory (Milvus Lite file, SQLite audit, journal).",
         ),
     ] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,

@@ -184,7 +184,7 @@ class AnswerCheck:
 
     @property
     def conclusive(self) -> bool:
-        """False when some of the session's records were still spooled: an ``unknown``
+        """False when some of the session's records were still in the journal: an ``unknown``
         citation may then be one the database has not received yet."""
         return self.pending_in_spool == 0
 

@@ -3,7 +3,7 @@
 (``RecordOutcome``), and the writing ports (``ToolInvocationRecorder``, ``AuditSchema``,
 ``SessionState``).
 
-A ``ToolInvocation`` validates itself when it is made, so every recorder (SQL, spool,
+A ``ToolInvocation`` validates itself when it is made, so every recorder (SQL, journal,
 fake) receives only records the SQL store can keep. The limits are shared by every
 implementation, so the fake and the SQL store accept and reject exactly the same
 records and queries.
@@ -44,8 +44,9 @@ class RecordOutcome(StrEnum):
     # (readers flush first, so they see it).
     JOURNALED = "journaled"
     # Durably in the local journal while the database is unreachable (or refused it),
-    # moved once it is back.
-    SPOOLED = "spooled"
+    # moved once it is back. (Called SPOOLED, value "spooled", before "spool" was
+    # renamed "journal"; it is a Python value only, never on the wire.)
+    JOURNALED_OFFLINE = "journaled_offline"
     DISABLED = "disabled"  # recording is switched off by configuration
 
 
@@ -116,7 +117,7 @@ class ToolInvocation:
     access_filter: str | None = None
 
     def __post_init__(self) -> None:
-        # Validated once, where it is made: every recorder (SQL, spool, fake) receives
+        # Validated once, where it is made: every recorder (SQL, journal, fake) receives
         # only records the SQL store can keep.
         validate_invocation(self)
 
@@ -199,7 +200,7 @@ def validate_invocation(invocation: ToolInvocation) -> None:
     """Reject a record that no store could keep; raises ``AuditError``.
 
     ``ToolInvocation`` calls it on construction, so a malformed record fails where it is
-    made instead of sitting in a spool forever.
+    made instead of sitting in a journal forever.
     """
 
     def fail(why: str) -> None:
