@@ -69,7 +69,7 @@ from lookup_knowledge.adapters.audit.queries import citation_sources_statement
 from lookup_knowledge.adapters.durable_files import DurableFiles
 from lookup_knowledge.application.ids import uuid7
 from lookup_knowledge.application.ports import EvidenceRecord, RecordOutcome, ToolInvocation
-from lookup_knowledge.application.verify_citations import VerifyCitations
+from lookup_knowledge.application.verify_citations import VerifyCitations, citations_in_store
 
 SESSION_LEN = 20  # invocations per generated session
 DOCUMENTS = 200_000
@@ -400,11 +400,11 @@ def bench_verify(engine: Engine, sessions: int, calls: int) -> None:
     picks = [rng.randrange(sessions) for _ in range(calls)]
     cited = [cited_for(s, rng) for s in picks]
     for s, c in zip(picks[:20], cited[:20], strict=True):  # warm the pool and caches
-        queries.verify_citations(f"bench-{s}", c)
+        citations_in_store(queries, f"bench-{s}", c)
     latencies: list[float] = []
     for s, c in zip(picks, cited, strict=True):
         t0 = time.perf_counter()
-        report = queries.verify_citations(f"bench-{s}", c)
+        report = citations_in_store(queries, f"bench-{s}", c)
         latencies.append((time.perf_counter() - t0) * 1000)
         if len(report.valid) != 3 or len(report.unknown) != 2:
             raise SystemExit(f"unexpected verdict for bench-{s}: {report}")
@@ -482,7 +482,7 @@ def bench_in_lookups(
         if compare_inline:  # its own fsyncs and commits load the disk the others use
             recorders.append(build_sql_recorder(engine, Path(spool) / "inline"))
             systems["inline"] = variant(recorders[-1], container.session_state())
-        from lookup_knowledge.adapters import container as container_module
+        from lookup_knowledge.adapters import builders
 
         try:  # audit.durability=process, as the container builds it (skipped before)
             recorders.append(
@@ -491,7 +491,7 @@ def bench_in_lookups(
                     Path(spool) / "process",
                     write_behind=True,
                     files=DurableFiles(enabled=False),
-                    linger_s=container_module.AUDIT_LINGER_S,
+                    linger_s=builders.AUDIT_LINGER_S,
                 )
             )
             systems["process"] = variant(recorders[-1], container.session_state())
@@ -562,13 +562,13 @@ DURABILITIES = ("fsync", "process", "database")
 
 def durability_recorder(engine: Engine, spool: Path, durability: str) -> SqlToolInvocationRecorder:
     """The recorder ``_sql_recorder`` builds for ``audit.durability=durability``."""
-    from lookup_knowledge.adapters import container as container_module
+    from lookup_knowledge.adapters import builders
 
     return build_sql_recorder(
         engine,
         spool,
         write_behind=True,
-        linger_s=container_module.AUDIT_LINGER_S,
+        linger_s=builders.AUDIT_LINGER_S,
         files=DurableFiles(enabled=durability != "process"),
         commit_before_return=durability == "database",  # type: ignore[call-arg]
     )

@@ -10,34 +10,24 @@ connection, the SQLAlchemy engine, the recorder and its journal); use cases are
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from functools import partial
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dependency_injector import containers, providers
-from sqlalchemy.engine import Engine
 
+from lookup_knowledge.adapters import builders
 from lookup_knowledge.adapters.answer_check import (
     OpenAICompatibleClaimJudge,
     SearchChunkText,
-    SnowballStemmer,
     TeiNliClaimJudge,
 )
 from lookup_knowledge.adapters.audit import (
     AlembicAuditSchema,
     AuditSessionState,
     SqlAuditQueries,
-    SqlToolInvocationRecorder,
-    build_sql_recorder,
-    create_audit_engine,
-    upgrade_database,
 )
 from lookup_knowledge.adapters.audit.answer_checks import SqlAnswerCheckStore, SqlSessionEvidence
-from lookup_knowledge.adapters.config import AuditDurability, Settings
-from lookup_knowledge.adapters.durable_files import DurableFiles
-from lookup_knowledge.adapters.private_files import private_directory
+from lookup_knowledge.adapters.config import Settings
 from lookup_knowledge.adapters.runtime import (
     DisabledRecorder,
     InMemorySessionState,
@@ -47,403 +37,19 @@ from lookup_knowledge.application.access_check import CitationAccess
 from lookup_knowledge.application.answer_check import CheckAnswer
 from lookup_knowledge.application.evaluation import Replay, RunEval
 from lookup_knowledge.application.health import CheckHealth
-from lookup_knowledge.application.ingest import IngestConfig, IngestDocuments
+from lookup_knowledge.application.ingest import IngestDocuments
 from lookup_knowledge.application.lookup import LookupKnowledge
-from lookup_knowledge.application.ports import (
-    AuditQueries,
-    KnowledgeSearchHit,
-    KnowledgeSearchPort,
-    KnowledgeSearchRequest,
-    RankingMetrics,
-    Reranker,
-    SearchCapabilities,
-    TextAnalyzer,
-)
 from lookup_knowledge.application.query_transformer import QueryTransformer
 from lookup_knowledge.application.verify_citations import VerifyCitations
-from lookup_knowledge.domain.access import UNRESTRICTED, AccessScope, DocumentAccess, Principal
-from lookup_knowledge.domain.errors import AuditUnavailable, ConfigurationError
 
 if TYPE_CHECKING:
     # Imported by the builders that make them: pymilvus brings pandas, pyarrow and gRPC
     # (~2 s cold on a small machine) and the ONNX embedder its runtime; a command that
     # only reads the audit store (``audit``, ``db``) needs none of them, nor the
     # ingest, text-analysis and telemetry adapters.
-    from lookup_knowledge.adapters.embedders import (
-        HashingEmbedder,
-        OnnxMiniLMEmbedder,
-        OpenAICompatibleEmbedder,
-    )
-    from lookup_knowledge.adapters.files.chunking import MarkdownChunker
-    from lookup_knowledge.adapters.files.loader import FileDocumentSource
-    from lookup_knowledge.adapters.memory import InMemoryKnowledgeBase
-    from lookup_knowledge.adapters.milvus import (
-        MilvusConnection,
-        MilvusKnowledgeSearch,
-        MilvusKnowledgeStore,
-    )
-    from lookup_knowledge.adapters.telemetry import OpenTelemetryTelemetry
-    from lookup_knowledge.adapters.text import SnowballJiebaAnalyzer
+    pass
 
 logger = logging.getLogger(__name__)
-
-# ------------------------------------------------------------------ builders
-
-
-def _data_dir(settings: Settings) -> None:
-    """The data directory, created 0700 (a path that cannot be one names ``data-dir``)."""
-    private_directory(settings.data_dir, key="data-dir")
-
-
-def _milvus_connection(settings: Settings) -> Iterator[MilvusConnection]:
-    from lookup_knowledge.adapters.milvus import MilvusConnection
-
-    if settings.milvus.uri is None:
-        _data_dir(settings)
-    connection = MilvusConnection(
-        settings.milvus_uri,
-        token=settings.milvus_token,
-        db_name=settings.milvus.db_name,
-        timeout_s=settings.milvus.timeout_s,
-    )
-    try:
-        yield connection
-    finally:
-        connection.close()
-
-
-def _telemetry() -> OpenTelemetryTelemetry:
-    from lookup_knowledge.adapters.telemetry import OpenTelemetryTelemetry
-
-    return OpenTelemetryTelemetry()
-
-
-def _text_analyzer(settings: Settings) -> SnowballJiebaAnalyzer:
-    from lookup_knowledge.adapters.text import SnowballJiebaAnalyzer
-
-    analysis = settings.rag.text_analysis
-    return SnowballJiebaAnalyzer(
-        language=analysis.language.value,
-        stemming=analysis.stemming,
-        stop_words=analysis.stop_words,
-        chinese_query_glosses=analysis.chinese_query_glosses,
-    )
-
-
-def _milvus_search(
-    connection: MilvusConnection, analyzer: TextAnalyzer, settings: Settings
-) -> MilvusKnowledgeSearch:
-    from lookup_knowledge.adapters.milvus import MilvusKnowledgeSearch
-
-    return MilvusKnowledgeSearch(
-        connection,
-        collection=settings.milvus.collection,
-        rrf_k=settings.rag.hybrid.rrf_k,
-        analyzer=analyzer,
-        search_ef=settings.milvus.search_ef,
-    )
-
-
-def _milvus_store(
-    connection: MilvusConnection, analyzer: TextAnalyzer, settings: Settings
-) -> MilvusKnowledgeStore:
-    from lookup_knowledge.adapters.milvus import MilvusKnowledgeStore
-
-    index = settings.milvus.index
-    params: dict[str, Any] = (
-        {"M": index.m, "efConstruction": index.ef_construction} if index.type == "HNSW" else {}
-    )
-    return MilvusKnowledgeStore(
-        connection,
-        collection=settings.milvus.collection,
-        index_type=index.type,
-        index_params=params,
-        analyzer=analyzer,
-    )
-
-
-class SearchWhenNeeded(KnowledgeSearchPort):
-    """The configured search port, built by its first call. The citation and answer
-    checks ask the knowledge base only about ids the session was not shown, or for a
-    block whose text the audit keeps as a hash only; most checks never do, and building
-    the Milvus adapter imports its client (pandas, pyarrow, gRPC: seconds, cold)."""
-
-    def __init__(self, build: Callable[[], KnowledgeSearchPort]) -> None:
-        self._build = build
-
-    def _port(self) -> KnowledgeSearchPort:
-        return self._build()  # a Singleton provider: built once, then the same object
-
-    def search(self, request: KnowledgeSearchRequest) -> list[KnowledgeSearchHit]:
-        return self._port().search(request)
-
-    def fetch_content(
-        self, evidence_keys: Sequence[str], access: AccessScope = UNRESTRICTED
-    ) -> dict[str, str]:
-        return self._port().fetch_content(evidence_keys, access)
-
-    def capabilities(self) -> SearchCapabilities:
-        return self._port().capabilities()
-
-    def document_access(self, document_ids: Sequence[str]) -> dict[str, tuple[DocumentAccess, ...]]:
-        return self._port().document_access(document_ids)
-
-    def search_parameters(self) -> Mapping[str, object]:
-        return self._port().search_parameters()
-
-    def check(self) -> str:
-        return self._port().check()
-
-    def holds_nothing(self) -> bool:
-        return self._port().holds_nothing()
-
-
-def _memory_knowledge(analyzer: TextAnalyzer, settings: Settings) -> InMemoryKnowledgeBase:
-    from lookup_knowledge.adapters.memory import InMemoryKnowledgeBase
-
-    return InMemoryKnowledgeBase(rrf_k=settings.rag.hybrid.rrf_k, analyzer=analyzer)
-
-
-def _onnx_embedder(settings: Settings) -> OnnxMiniLMEmbedder:
-    from lookup_knowledge.adapters.embedders import OnnxMiniLMEmbedder
-
-    return OnnxMiniLMEmbedder(
-        batch_size=settings.embedder.batch_size,
-        max_batch_tokens=settings.embedder.max_batch_tokens,
-        intra_op_threads=settings.embedder.threads,
-        # The model file's sha256 is checked once per installed file, not per start.
-        verified_record=settings.data_dir / "model-verified.json",
-    )
-
-
-def _openai_embedder(settings: Settings) -> OpenAICompatibleEmbedder:
-    from lookup_knowledge.adapters.embedders import OpenAICompatibleEmbedder
-
-    openai = settings.embedder.openai
-    return OpenAICompatibleEmbedder(
-        base_url=openai.base_url,
-        model=openai.model,
-        api_key=settings.openai_api_key,
-        dimension=openai.dimension,
-        request_dimensions=openai.dimension is not None,
-        batch_size=settings.embedder.batch_size,
-        timeout_s=openai.timeout_s,
-        max_retries=openai.max_retries,
-    )
-
-
-def _hashing_embedder(settings: Settings) -> HashingEmbedder:
-    from lookup_knowledge.adapters.embedders import HashingEmbedder
-
-    return HashingEmbedder(dimension=settings.embedder.hashing.dimension)
-
-
-@dataclass(frozen=True, slots=True)
-class AuditDatabase:
-    """The audit engine and, when the start-up migration found the database down, the
-    migration the recorder runs before its first write (None: migrated, or not asked)."""
-
-    engine: Engine
-    pending_migration: Callable[[], object] | None = None
-
-
-def _audit_database(settings: Settings) -> Iterator[AuditDatabase]:
-    if settings.audit.database_url is None:
-        _data_dir(settings)
-    engine = create_audit_engine(settings.audit_database_url)
-    pending: Callable[[], object] | None = None
-    try:
-        if settings.audit.auto_migrate:
-            try:
-                upgrade_database(engine)
-            except AuditUnavailable as error:
-                # Start anyway: the recorder journals, and migrates before its first write.
-                pending = partial(upgrade_database, engine)
-                logger.warning(
-                    "the audit database is unreachable (%s); lookups are recorded in the "
-                    "local journal %s and replayed, after the schema migration, once it is "
-                    "back",
-                    error,
-                    settings.audit_journal_dir,
-                )
-        yield AuditDatabase(engine, pending)
-    finally:
-        engine.dispose()
-
-
-# How long the background writer lets a record wait for others to share its
-# transaction: lookups back to back then pay for a fraction of a transaction each.
-AUDIT_LINGER_S = 0.05
-
-
-def _sql_recorder(
-    database: AuditDatabase, settings: Settings
-) -> Iterator[SqlToolInvocationRecorder]:
-    """The recorder as a Resource: ``shutdown_resources`` closes it (``LookupApp.close``;
-    the CLI closes its app before ``exit_now``), moving what is pending once."""
-    if settings.audit.journal_dir is None:
-        _data_dir(settings)
-    # The lookup waits for the journal append only; the background writer moves the
-    # records into the database in batches, and every reader flushes first. A migration
-    # the start-up could not run runs before the first write, so the journal is replayed
-    # into a schema that exists.
-    recorder = build_sql_recorder(
-        database.engine,
-        settings.audit_journal_dir,
-        write_behind=True,
-        linger_s=AUDIT_LINGER_S,
-        files=DurableFiles(enabled=settings.audit.durability is not AuditDurability.PROCESS),
-        commit_before_return=settings.audit.durability is AuditDurability.DATABASE,
-        adopt_unbound_journals=settings.audit.adopt_unbound_journals,
-        keep_shown_text=settings.audit.keep_shown_text,
-        prepare=database.pending_migration,
-    )
-    try:
-        yield recorder
-    finally:
-        recorder.close()
-
-
-AUDIT_BARRIER_TIMEOUT_S = 10.0
-
-
-def _audit_barrier(recorder: SqlToolInvocationRecorder) -> Callable[[str | None], object]:
-    """What an audit query runs first: records still in the journal reach the database."""
-    return lambda session_id: recorder.barrier(session_id, AUDIT_BARRIER_TIMEOUT_S)
-
-
-def _audit_disabled(*_: Any) -> AuditQueries:
-    raise ConfigurationError(
-        "audit.enabled", False, "the audit store is switched off; enable it to query audits"
-    )
-
-
-def _stemmer(settings: Settings) -> SnowballStemmer:
-    return SnowballStemmer(settings.audit.check.stemmer_language)
-
-
-def _judge(
-    settings: Settings, judge_type: type[OpenAICompatibleClaimJudge | TeiNliClaimJudge]
-) -> Iterator[OpenAICompatibleClaimJudge | TeiNliClaimJudge]:
-    """The claim judge ``audit.check.judge`` names (either API takes the same options),
-    closed with the container."""
-    judge = settings.audit.check.judge
-    client = judge_type(
-        base_url=judge.base_url,
-        model=judge.model,
-        api_key=settings.judge_api_key,
-        timeout_s=judge.timeout_s,
-    )
-    try:
-        yield client
-    finally:
-        client.close()
-
-
-def _reranker_options(settings: Settings) -> dict[str, Any]:
-    rerank = settings.rag.rerank
-    return {
-        "url": rerank.url or "",
-        "model": rerank.model or "",
-        "api_key": settings.rerank_api_key,
-        "timeout_s": rerank.timeout_s,
-        "max_retries": rerank.max_retries,
-    }
-
-
-def _tei_reranker(settings: Settings) -> Iterator[Reranker]:
-    from lookup_knowledge.adapters.reranking import TeiReranker
-
-    client = TeiReranker(raw_scores=settings.rag.rerank.logits, **_reranker_options(settings))
-    try:
-        yield client
-    finally:
-        client.close()
-
-
-def _cohere_reranker(settings: Settings) -> Iterator[Reranker]:
-    from lookup_knowledge.adapters.reranking import CohereCompatibleReranker
-
-    client = CohereCompatibleReranker(**_reranker_options(settings))
-    try:
-        yield client
-    finally:
-        client.close()
-
-
-def _reranker_provider(settings: Settings) -> str:
-    return settings.rag.rerank.provider.value
-
-
-def _judge_provider(settings: Settings) -> str:
-    return settings.audit.check.judge.provider.value
-
-
-def _check_embedder(settings: Settings, embedder: Any) -> Any:
-    return embedder if settings.audit.check.use_embedder else None
-
-
-def _document_source(*paths: Any, **options: Any) -> FileDocumentSource:
-    from lookup_knowledge.adapters.files.loader import FileDocumentSource
-
-    return FileDocumentSource(*paths, **options)
-
-
-def _chunker(settings: Settings) -> MarkdownChunker:
-    from lookup_knowledge.adapters.files.chunking import MarkdownChunker
-
-    return MarkdownChunker(
-        chunk_size=settings.ingest.chunk_size, chunk_overlap=settings.ingest.chunk_overlap
-    )
-
-
-def _ingest_settings(settings: Settings) -> IngestConfig:
-    return IngestConfig(
-        embed_batch_size=settings.embedder.batch_size,
-        write_batch_size=settings.ingest.batch_size,
-    )
-
-
-def _ranking_metrics() -> RankingMetrics:
-    # The eval extra (ir-measures) is imported only when an eval is built.
-    from lookup_knowledge.adapters.evaluation.metrics import IrMeasuresMetrics
-
-    return IrMeasuresMetrics()
-
-
-def _audit_url(settings: Settings) -> str:
-    return settings.audit_database_url
-
-
-def _configured_principals(settings: Settings) -> tuple[Principal, ...]:
-    """The principals the configuration names (agent tokens, ``mcp.tenant``): a replay
-    takes the groups of a recorded principal from the one whose digest matches."""
-    found = [entry.principal() for entry in settings.agent_principals().values()]
-    found.append(settings.mcp.principal())
-    return tuple(p for p in found if p is not None)
-
-
-def _backend(settings: Settings) -> str:
-    return settings.search.backend.value
-
-
-def _embedder_provider(settings: Settings) -> str:
-    return settings.embedder.provider.value
-
-
-def _audit_mode(settings: Settings) -> str:
-    return "sql" if settings.audit.enabled else "off"
-
-
-def _embedder_choices(settings: providers.Provider[Settings]) -> dict[str, providers.Provider[Any]]:
-    # The provider names are the configuration values, which are not identifiers.
-    return {
-        "onnx-minilm": providers.Singleton(_onnx_embedder, settings),
-        "openai": providers.Singleton(_openai_embedder, settings),
-        "hashing": providers.Singleton(_hashing_embedder, settings),
-        "none": providers.Object(None),
-    }
-
 
 # ------------------------------------------------------------------ the container
 
@@ -452,44 +58,50 @@ class Container(containers.DeclarativeContainer):
     settings = providers.Dependency(instance_of=Settings)
 
     clock = providers.Singleton(SystemClock)
-    telemetry = providers.Singleton(_telemetry)
+    telemetry = providers.Singleton(builders.telemetry)
 
     embedder = providers.Selector(
-        providers.Callable(_embedder_provider, settings),
-        **_embedder_choices(settings),
+        providers.Callable(builders.embedder_provider, settings),
+        **builders.embedder_choices(settings),
     )
 
-    text_analyzer = providers.Singleton(_text_analyzer, settings)
-    milvus_connection = providers.Resource(_milvus_connection, settings)
-    memory_knowledge = providers.Singleton(_memory_knowledge, text_analyzer, settings)
+    text_analyzer = providers.Singleton(builders.text_analyzer, settings)
+    milvus_connection = providers.Resource(builders.milvus_connection, settings)
+    memory_knowledge = providers.Singleton(builders.memory_knowledge, text_analyzer, settings)
 
     search = providers.Selector(
-        providers.Callable(_backend, settings),
-        milvus=providers.Singleton(_milvus_search, milvus_connection, text_analyzer, settings),
+        providers.Callable(builders.backend, settings),
+        milvus=providers.Singleton(
+            builders.milvus_search, milvus_connection, text_analyzer, settings
+        ),
         memory=memory_knowledge,
     )
     store = providers.Selector(
-        providers.Callable(_backend, settings),
-        milvus=providers.Singleton(_milvus_store, milvus_connection, text_analyzer, settings),
+        providers.Callable(builders.backend, settings),
+        milvus=providers.Singleton(
+            builders.milvus_store, milvus_connection, text_analyzer, settings
+        ),
         memory=memory_knowledge,
     )
 
-    audit_database = providers.Resource(_audit_database, settings)
+    audit_database = providers.Resource(builders.audit_database, settings)
     audit_engine = providers.Callable(attrgetter("engine"), audit_database)
     recorder = providers.Selector(
-        providers.Callable(_audit_mode, settings),
-        sql=providers.Resource(_sql_recorder, audit_database, settings),
+        providers.Callable(builders.audit_mode, settings),
+        sql=providers.Resource(builders.sql_recorder, audit_database, settings),
         off=providers.Singleton(DisabledRecorder),
     )
     audit_queries = providers.Selector(
-        providers.Callable(_audit_mode, settings),
+        providers.Callable(builders.audit_mode, settings),
         sql=providers.Singleton(
-            SqlAuditQueries, audit_engine, barrier=providers.Callable(_audit_barrier, recorder)
+            SqlAuditQueries,
+            audit_engine,
+            barrier=providers.Callable(builders.audit_barrier, recorder),
         ),
-        off=providers.Callable(_audit_disabled),
+        off=providers.Callable(builders.audit_disabled),
     )
     session_state = providers.Selector(
-        providers.Callable(_audit_mode, settings),
+        providers.Callable(builders.audit_mode, settings),
         sql=providers.Singleton(AuditSessionState, audit_queries),
         off=providers.Singleton(InMemorySessionState),
     )
@@ -500,10 +112,10 @@ class Container(containers.DeclarativeContainer):
 
     # The optional reranker stage of the lookup; off (None) unless rag.rerank.provider.
     reranker = providers.Selector(
-        providers.Callable(_reranker_provider, settings),
+        providers.Callable(builders.reranker_provider, settings),
         none=providers.Object(None),
-        tei=providers.Resource(_tei_reranker, settings),
-        cohere=providers.Resource(_cohere_reranker, settings),
+        tei=providers.Resource(builders.tei_reranker, settings),
+        cohere=providers.Resource(builders.cohere_reranker, settings),
     )
 
     # One use case per container: it holds no per-call state and is thread-safe.
@@ -522,19 +134,21 @@ class Container(containers.DeclarativeContainer):
     ingest = providers.Factory(
         IngestDocuments,
         store=store,
-        chunker=providers.Singleton(_chunker, settings),
+        chunker=providers.Singleton(builders.chunker, settings),
         clock=clock,
         embedder=embedder,
-        settings=providers.Callable(_ingest_settings, settings),
+        settings=providers.Callable(builders.ingest_settings, settings),
     )
     # What the checks ask the knowledge base, started only when one asks.
-    search_when_needed = providers.Singleton(SearchWhenNeeded, search.provider)
+    search_when_needed = providers.Singleton(builders.SearchWhenNeeded, search.provider)
     verify_citations = providers.Factory(
         VerifyCitations, audit_queries, recorder, search=search_when_needed
     )
     # Called with the paths and options of one ingest run.
-    document_source = providers.Factory(_document_source)
-    audit_schema = providers.Factory(AlembicAuditSchema, providers.Callable(_audit_url, settings))
+    document_source = providers.Factory(builders.document_source)
+    audit_schema = providers.Factory(
+        AlembicAuditSchema, providers.Callable(builders.audit_url, settings)
+    )
 
     # One per app: it remembers the checks still in flight (see CheckHealth).
     health = providers.Singleton(
@@ -542,7 +156,7 @@ class Container(containers.DeclarativeContainer):
         search=search,
         recorder=recorder,
         audit=providers.Selector(
-            providers.Callable(_audit_mode, settings),
+            providers.Callable(builders.audit_mode, settings),
             sql=audit_queries.provider,
             off=providers.Object(None),
         ),
@@ -550,23 +164,25 @@ class Container(containers.DeclarativeContainer):
 
     # The answer checker (CheckAnswer): what the agent wrote against what it was shown.
     session_evidence = providers.Selector(
-        providers.Callable(_audit_mode, settings),
+        providers.Callable(builders.audit_mode, settings),
         sql=providers.Singleton(
-            SqlSessionEvidence, audit_engine, barrier=providers.Callable(_audit_barrier, recorder)
+            SqlSessionEvidence,
+            audit_engine,
+            barrier=providers.Callable(builders.audit_barrier, recorder),
         ),
-        off=providers.Callable(_audit_disabled),
+        off=providers.Callable(builders.audit_disabled),
     )
     answer_checks = providers.Selector(
-        providers.Callable(_audit_mode, settings),
+        providers.Callable(builders.audit_mode, settings),
         sql=providers.Singleton(SqlAnswerCheckStore, audit_engine),
-        off=providers.Callable(_audit_disabled),
+        off=providers.Callable(builders.audit_disabled),
     )
-    stemmer = providers.Singleton(_stemmer, settings)
+    stemmer = providers.Singleton(builders.stemmer, settings)
     claim_judge = providers.Selector(
-        providers.Callable(_judge_provider, settings),
+        providers.Callable(builders.judge_provider, settings),
         none=providers.Object(None),
-        openai=providers.Resource(_judge, settings, OpenAICompatibleClaimJudge),
-        tei=providers.Resource(_judge, settings, TeiNliClaimJudge),
+        openai=providers.Resource(builders.judge, settings, OpenAICompatibleClaimJudge),
+        tei=providers.Resource(builders.judge, settings, TeiNliClaimJudge),
     )
     # A block's current text by document_id, from the rows of one tenant (or none).
     chunk_text = providers.Singleton(SearchChunkText, search_when_needed)
@@ -578,13 +194,13 @@ class Container(containers.DeclarativeContainer):
         clock=clock,
         stemmer=stemmer,
         chunk_text=chunk_text,
-        embedder=providers.Callable(_check_embedder, settings, embedder),
+        embedder=providers.Callable(builders.check_embedder, settings, embedder),
         judge=claim_judge,
         settings=providers.Callable(lambda s: s.to_answer_check_settings(), settings),
         access=providers.Factory(CitationAccess, audit_queries, search_when_needed),
     )
 
-    ranking_metrics = providers.Factory(_ranking_metrics)
+    ranking_metrics = providers.Factory(builders.ranking_metrics)
     run_eval = providers.Factory(
         RunEval,
         ingest=ingest,
@@ -602,5 +218,5 @@ class Container(containers.DeclarativeContainer):
         audit=audit_queries,
         recorder=recorder,
         clock=clock,
-        principals=providers.Callable(_configured_principals, settings),
+        principals=providers.Callable(builders.configured_principals, settings),
     )

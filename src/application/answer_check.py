@@ -181,7 +181,7 @@ class OwnedView:
 
 class CheckAnswer:
     """Checks an answer's claims against the evidence its session was shown, records the
-    verdicts (``persist``) and returns them. Flushes the session's spooled audit records
+    verdicts (``persist``) and returns them. Flushes the session's journaled audit records
     first, like ``VerifyCitations``."""
 
     def __init__(

@@ -1,7 +1,7 @@
 """``CheckHealth``: can this instance answer lookups and record them right now?
 
 Three components, each checked live: the knowledge search (a round trip to Milvus), the
-audit store (a one-row read), and the recorder's spool (records waiting for the
+audit store (a one-row read), and the recorder's journal (records waiting for the
 database are safe on disk, so a backlog is reported, not failed). ``ok`` is false when the
 search or the audit store cannot be reached: a host's readiness probe should then take
 the instance out of rotation.
@@ -35,7 +35,7 @@ class ComponentHealth:
     name: str
     ok: bool
     detail: str
-    #: Records waiting for the database (the spool's check only).
+    #: Records waiting for the database (the journal's check only).
     pending: int | None = None
     #: "ok", "failing", or "empty" (reachable, but nothing ingested to search yet).
     status: str = ""
@@ -57,9 +57,15 @@ class Health:
         return all(c.ok for c in self.components)
 
     @property
-    def spool_pending(self) -> int | None:
-        """What the spool's check counted (None: it did not answer)."""
+    def journal_pending(self) -> int | None:
+        """What the journal's check counted (None: it did not answer)."""
         return next((c.pending for c in self.components if c.pending is not None), None)
+
+    @property
+    def spool_pending(self) -> int | None:
+        """The old name of ``journal_pending`` (``/readyz`` still emits ``spool_pending``
+        for probes that read it)."""
+        return self.journal_pending
 
     def as_dict(self) -> dict[str, object]:
         return {"ok": self.ok, "components": [c.as_dict() for c in self.components]}
@@ -86,7 +92,7 @@ class CheckHealth:
         checks: tuple[tuple[str, Callable[[], ComponentHealth]], ...] = (
             ("knowledge search", self._knowledge),
             ("audit store", lambda: _probe("audit store", self._audit_store)),
-            ("audit spool", self._spool),
+            ("audit journal", self._journal),
         )
         if timeout_s is None:
             return Health(components=tuple(check() for _, check in checks))
@@ -139,20 +145,20 @@ class CheckHealth:
         self._audit().list_invocations(InvocationFilter(limit=1))
         return "reachable"
 
-    def _spool(self) -> ComponentHealth:
+    def _journal(self) -> ComponentHealth:
         try:
             pending = self._recorder.pending_count()
             failures = self._recorder.failure_count()
             stranded = self._recorder.stranded_count()
         except LookupKnowledgeError as error:
-            return ComponentHealth("audit spool", False, f"{error.code}: {error.message}")
+            return ComponentHealth("audit journal", False, f"{error.code}: {error.message}")
         detail = f"{pending} record(s) waiting for the database, {failures} write failure(s)"
         if stranded:
             detail += (
                 f"; {stranded} record(s) in journals of another audit database left "
                 "untouched (start a process configured for it to move them)"
             )
-        return ComponentHealth("audit spool", True, detail, pending)
+        return ComponentHealth("audit journal", True, detail, pending)
 
 
 @dataclass(eq=False)

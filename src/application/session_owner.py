@@ -13,7 +13,7 @@ session holding two principals' records (written before sessions were owned) is 
 What this process claimed is remembered (bounded), so two concurrent first calls by two
 principals cannot both win while their records are still on the way to the database.
 When the database cannot be read, a session this process has not seen is granted to the
-claimant (lookups keep working through an audit outage, their records spooled; the store
+claimant (lookups keep working through an audit outage, their records journaled; the store
 is then left alone for ``retry_after_s``) and a read fails as the store's reads do.
 Several replicas share no memory: two first calls naming one new session id on two
 replicas within the time their records take to reach the database may both be granted.
@@ -97,7 +97,7 @@ class SessionOwners:
             try:
                 owners = self._queries.session_owners(session_id)
             except AuditUnavailable:
-                # The outage: the lookup goes on (its record is spooled), and the store
+                # The outage: the lookup goes on (its record is journaled), and the store
                 # is not asked again for a while, so no lookup waits for its timeout.
                 self._down_until = self._monotonic() + self._retry_after_s
         with self._lock:

@@ -21,7 +21,7 @@ from lookup_knowledge.domain.errors import InvalidInputError
 class VerifyCitations:
     """EvidenceGuard: check an agent's cited document_ids against what its session saw.
 
-    Flushes the recorder's spool for the session first (bounded by ``flush_timeout_s``),
+    Flushes the recorder's journal for the session first (bounded by ``flush_timeout_s``),
     then asks the store, then reports how many of the session's records are still
     pending, so an incomplete answer is never presented as a complete one. With a
     knowledge base to ask (``search``), an id not returned to the session that exists
@@ -57,7 +57,7 @@ class VerifyCitations:
         check_session_id(session_id)
         cited = normalise_cited(document_ids)
         self._recorder.flush(session_id, self._flush_timeout_s)
-        report = self._queries.verify_citations(session_id, cited)
+        report = citations_in_store(self._queries, session_id, cited)
         forbidden = (
             set(self._access.forbidden(session_id, report.unknown, groups))
             if reveal_forbidden
@@ -69,3 +69,18 @@ class VerifyCitations:
             forbidden=tuple(d for d in report.unknown if d in forbidden),
             pending_in_spool=self._recorder.pending_count(session_id),
         )
+
+
+def citations_in_store(
+    queries: AuditQueries, session_id: str, document_ids: Sequence[str]
+) -> CitationReport:
+    """Valid and unknown citations as the database knows them (no journal view: what a
+    recorder still holds is counted by ``VerifyCitations``)."""
+    check_session_id(session_id)
+    cited = normalise_cited(document_ids)
+    found = queries.find_citation_sources(session_id, cited) if cited else {}
+    return CitationReport(
+        session_id=session_id,
+        valid=tuple(found[d] for d in cited if d in found),
+        unknown=tuple(d for d in cited if d not in found),
+    )

@@ -141,13 +141,13 @@ class IngestConflict(IngestError):
 
 
 class AuditError(LookupKnowledgeError):
-    """The audit store failed (a storage error, records still pending in the spool)."""
+    """The audit store failed (a storage error, records still pending in the journal)."""
 
     code = "audit_error"
 
 
 class AuditUnavailable(AuditError):
-    """The audit database cannot be reached; records are spooled meanwhile."""
+    """The audit database cannot be reached; records are kept in the journal meanwhile."""
 
     code = "audit_unavailable"
 

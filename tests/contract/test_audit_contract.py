@@ -25,7 +25,7 @@ from lookup_knowledge.application.ports import (
     SessionOwner,
     TimeRange,
 )
-from lookup_knowledge.application.verify_citations import VerifyCitations
+from lookup_knowledge.application.verify_citations import VerifyCitations, citations_in_store
 from lookup_knowledge.domain.errors import AuditError, InvalidInputError, NotFoundError
 from tests.fakes.audit import InMemoryRecorder
 from tests.support.audit_backends import (
@@ -188,7 +188,7 @@ def test_a_record_after_close_is_kept_in_the_journal(backend: AuditBackend) -> N
     and not written to the database."""
     sid = session()
     backend.recorder.close()
-    assert backend.recorder.record(invocation(sid)) is RecordOutcome.SPOOLED
+    assert backend.recorder.record(invocation(sid)) is RecordOutcome.JOURNALED_OFFLINE
     assert backend.queries.list_invocations(InvocationFilter(session_id=sid)).items == ()
 
 
@@ -459,7 +459,8 @@ def test_verify_citations_valid_unknown_and_where_from(backend: AuditBackend) ->
     backend.recorder.record(r2)
     backend.recorder.record(invocation(other, documents=["secret#chunk-0"]))
 
-    report = backend.queries.verify_citations(
+    report = citations_in_store(
+        backend.queries,
         sid,
         [
             "vector:9",
@@ -486,21 +487,21 @@ def test_verify_citations_valid_unknown_and_where_from(backend: AuditBackend) ->
 def test_verify_citations_edge_inputs(backend: AuditBackend) -> None:
     sid = session()
     backend.recorder.record(invocation(sid, documents=["a#chunk-0"]))
-    empty = backend.queries.verify_citations(sid, [])
+    empty = citations_in_store(backend.queries, sid, [])
     assert empty.valid == ()
     assert empty.unknown == ()
     assert empty.all_valid
     hostile = "a#chunk-0' OR '1'='1"
-    assert backend.queries.verify_citations(sid, [hostile]).unknown == (hostile,)
-    assert backend.queries.verify_citations(session(), ["a#chunk-0"]).unknown == ("a#chunk-0",)
+    assert citations_in_store(backend.queries, sid, [hostile]).unknown == (hostile,)
+    assert citations_in_store(backend.queries, session(), ["a#chunk-0"]).unknown == ("a#chunk-0",)
     with pytest.raises(InvalidInputError):
-        backend.queries.verify_citations("", ["a#chunk-0"])
+        citations_in_store(backend.queries, "", ["a#chunk-0"])
     with pytest.raises(InvalidInputError):
-        backend.queries.verify_citations(sid, "a#chunk-0")  # a string is not a list of ids
+        citations_in_store(backend.queries, sid, "a#chunk-0")  # a string is not a list of ids
     with pytest.raises(InvalidInputError):
-        backend.queries.verify_citations(sid, [""])
+        citations_in_store(backend.queries, sid, [""])
     with pytest.raises(InvalidInputError):
-        backend.queries.verify_citations(sid, [f"d{i}" for i in range(1001)])
+        citations_in_store(backend.queries, sid, [f"d{i}" for i in range(1001)])
 
 
 def test_verify_citations_use_case_flushes_and_reports_pending(backend: AuditBackend) -> None:
@@ -538,7 +539,7 @@ def test_verify_citations_matches_a_model(
         for rank, d in enumerate(docs, 1):
             first_seen.setdefault(d, (seq, rank))
 
-    report = backend.queries.verify_citations(sid, cited)
+    report = citations_in_store(backend.queries, sid, cited)
 
     unique = list(dict.fromkeys(cited))
     assert [(v.document_id, v.seq, v.rank) for v in report.valid] == [
@@ -632,7 +633,9 @@ def test_verify_citations_is_honest_about_pending_records_in_the_fake() -> None:
     sid = session()
     recorder.record(invocation(sid, documents=["a#chunk-0"]))
     recorder.available = False
-    assert recorder.record(invocation(sid, documents=["b#chunk-0"])) is RecordOutcome.SPOOLED
+    assert (
+        recorder.record(invocation(sid, documents=["b#chunk-0"])) is RecordOutcome.JOURNALED_OFFLINE
+    )
     use_case = VerifyCitations(b.queries, recorder, flush_timeout_s=0)
 
     during = use_case.execute(sid, ["a#chunk-0", "b#chunk-0"])

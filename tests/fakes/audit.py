@@ -10,7 +10,7 @@ no-op; ``seq`` is assigned per session, gap-free, at record time. The queries re
 first-return citation sources and nearest-rank duration percentiles.
 
 Outages: ``InMemoryRecorder.available = False`` makes the database "unreachable": records
-are spooled in memory (each counted as a failure, ``RecordOutcome.SPOOLED``) and replayed
+are spooled in memory (each counted as a failure, ``RecordOutcome.JOURNALED_OFFLINE``) and replayed
 in order, before any new record, by the next ``record`` or ``flush`` once ``available``
 is True again. ``spool_error`` set as well makes the spool unwritable too: ``record``
 raises it, the one case in which the SQL recorder raises. After ``close`` a record is
@@ -131,7 +131,7 @@ class InMemoryRecorder(ToolInvocationRecorder):
                     if self.spool_error is not None:
                         raise self.spool_error
                 self._pending.append(clean)
-                return RecordOutcome.SPOOLED
+                return RecordOutcome.JOURNALED_OFFLINE
             self.store.insert(clean)
             return RecordOutcome.COMMITTED
 

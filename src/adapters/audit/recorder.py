@@ -7,7 +7,7 @@ fsync, segments, replay), the ``SqlBatchWriter`` (one transaction per batch) and
 
 ``record`` appends the record to the journal and returns once it is durable there. With
 ``write_behind`` (what the container builds) the mover's thread moves it into the
-database, so the lookup pays only the append (``JOURNALED``; ``SPOOLED`` when the
+database, so the lookup pays only the append (``JOURNALED``; ``JOURNALED_OFFLINE`` when the
 database is known to be away); without it, ``record`` moves the journal itself before it
 returns (``COMMITTED`` when its record is stored). With ``commit_before_return``
 (``audit.durability=database``) ``record`` commits the record into the database itself
@@ -22,7 +22,7 @@ conclusive" about a record that is only in a journal.
 stops the writer and makes one attempt to move what is pending; what the database does
 not take stays in the journal for the next recorder on the directory. A record arriving
 after ``close`` still goes to a journal file of its own, left for adoption
-(``SPOOLED``).
+(``JOURNALED_OFFLINE``).
 """
 
 from __future__ import annotations
@@ -93,14 +93,14 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
         if self._write_behind:
             self._mover.wake(appended=True)
             if self._mover.in_backoff() or self._mover.unprepared:
-                return RecordOutcome.SPOOLED  # the database is known to be away
+                return RecordOutcome.JOURNALED_OFFLINE  # the database is known to be away
             return RecordOutcome.JOURNALED
         if not self._mover.in_backoff():
             self._mover.drain(respect_backoff=True, blocking=True)
         if entry.state is EntryState.STORED:
             return RecordOutcome.COMMITTED
         self._mover.wake()  # the background writer retries once the backoff is over
-        return RecordOutcome.SPOOLED
+        return RecordOutcome.JOURNALED_OFFLINE
 
     def _keep_late(self, clean: ToolInvocation) -> RecordOutcome:
         """Closed (a lookup that was in flight): a journal file of its own, left unlocked
@@ -117,7 +117,7 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
             late.path.name,
             extra={"invocation_id": clean.id},
         )
-        return RecordOutcome.SPOOLED
+        return RecordOutcome.JOURNALED_OFFLINE
 
     def flush(self, session_id: str | None = None, timeout_s: float = 10.0) -> bool:
         """The readers' barrier: move what is pending (adopting orphans first), then wait,

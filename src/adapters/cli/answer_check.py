@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -24,7 +24,7 @@ from lookup_knowledge.adapters.cli.render import console, json_text, shown
 from lookup_knowledge.domain.errors import InvalidInputError
 
 if TYPE_CHECKING:
-    from lookup_knowledge.application.ports import AnswerCheck
+    from lookup_knowledge.application.ports import AnswerCheck, AnswerCheckSummary
 
 # By verdict value: the checker (application, domain) is imported when a command runs,
 # not when the command line is built.
@@ -99,68 +99,55 @@ def _claims_table(check: AnswerCheck) -> Table:
     return table
 
 
-def register_answer_commands(audit_app: typer.Typer, open_app: Callable[[], Any]) -> None:
-    out = console()
-    err = console(stderr=True)
+_SessionOption = Annotated[str, typer.Option(help="The agent's session id.")]
+_AnswerOption = Annotated[
+    str | None, typer.Option(help="The answer text (or Claude JSON with --format).")
+]
+_AnswerFileOption = Annotated[
+    Path | None,
+    typer.Option("--answer-file", help="Read the answer from a file (- = stdin)."),
+]
+_FormatOption = Annotated[
+    AnswerFormatChoice,
+    typer.Option(
+        "--format",
+        help="text: prose with [document_id] citations; anthropic: a Claude response "
+        "(message or content blocks) with search_result_location citations.",
+    ),
+]
+_StepOption = Annotated[str | None, typer.Option(help="Step id the answer belongs to.")]
+_JsonOption = Annotated[bool, typer.Option("--json")]
+_OnlySessionOption = Annotated[str | None, typer.Option(help="Only this session.")]
+_SinceOption = Annotated[str | None, typer.Option(help="ISO date/time (inclusive).")]
+_UntilOption = Annotated[str | None, typer.Option(help="ISO date/time (exclusive).")]
+_LimitOption = Annotated[int, typer.Option(help="Page size.")]
+_OffsetOption = Annotated[int, typer.Option(help="Rows to skip.")]
 
+
+def register_answer_commands(audit_app: typer.Typer, open_app: Callable[[], Any]) -> None:
     @audit_app.command("check-answer")
     def check_answer(
-        session: Annotated[str, typer.Option(help="The agent's session id.")],
-        answer: Annotated[
-            str | None, typer.Option(help="The answer text (or Claude JSON with --format).")
-        ] = None,
-        answer_file: Annotated[
-            Path | None,
-            typer.Option("--answer-file", help="Read the answer from a file (- = stdin)."),
-        ] = None,
-        answer_format: Annotated[
-            AnswerFormatChoice,
-            typer.Option(
-                "--format",
-                help="text: prose with [document_id] citations; anthropic: a Claude response "
-                "(message or content blocks) with search_result_location citations.",
-            ),
-        ] = AnswerFormatChoice.text,
-        step: Annotated[str | None, typer.Option(help="Step id the answer belongs to.")] = None,
-        as_json: Annotated[bool, typer.Option("--json")] = False,
+        session: _SessionOption,
+        answer: _AnswerOption = None,
+        answer_file: _AnswerFileOption = None,
+        answer_format: _FormatOption = AnswerFormatChoice.text,
+        step: _StepOption = None,
+        as_json: _JsonOption = False,
     ) -> None:
         """Check each claim of an answer against what the session was shown; record it.
 
         Exits 0 only when every claim is supported."""
-        from lookup_knowledge.application.answer_check import answer_check_json
-        from lookup_knowledge.application.ports import AnswerFormat
-        from lookup_knowledge.domain.answer_check import Verdict
-
         payload = _read_answer(answer, answer_file, answer_format)
-        with open_app() as lookup_app:
-            check: AnswerCheck = lookup_app.check_answer(
-                session, payload, step_id=step, answer_format=AnswerFormat(answer_format.value)
-            )
-        if as_json:
-            _json_out(answer_check_json(check))
-        else:
-            out.print(_claims_table(check))
-            out.print(
-                f"verdict: [bold]{check.verdict.value}[/]  claims: {len(check.claims)}  "
-                f"supported: {check.count(Verdict.SUPPORTED)}  "
-                f"contradicted: {check.count(Verdict.CONTRADICTED)}"
-            )
-        if not check.conclusive:
-            err.print(
-                f"{check.pending_in_spool} record(s) of this session are still spooled; "
-                "'unknown' citations may not be final"
-            )
-        if not check.all_supported:
-            raise typer.Exit(1)
+        _check_answer(open_app, session, payload, answer_format, step, as_json)
 
     @audit_app.command("checks")
     def checks(
-        session: Annotated[str | None, typer.Option(help="Only this session.")] = None,
-        since: Annotated[str | None, typer.Option(help="ISO date/time (inclusive).")] = None,
-        until: Annotated[str | None, typer.Option(help="ISO date/time (exclusive).")] = None,
-        limit: Annotated[int, typer.Option(help="Page size.")] = 50,
-        offset: Annotated[int, typer.Option(help="Rows to skip.")] = 0,
-        as_json: Annotated[bool, typer.Option("--json")] = False,
+        session: _OnlySessionOption = None,
+        since: _SinceOption = None,
+        until: _UntilOption = None,
+        limit: _LimitOption = 50,
+        offset: _OffsetOption = 0,
+        as_json: _JsonOption = False,
     ) -> None:
         """List recorded answer checks (oldest first) with their verdict counts."""
         from lookup_knowledge.application.ports import AnswerCheckFilter, TimeRange
@@ -173,40 +160,79 @@ def register_answer_commands(audit_app: typer.Typer, open_app: Callable[[], Any]
         )
         with open_app() as lookup_app:
             items = lookup_app.answer_checks.list_checks(query)
-        if as_json:
-            _json_out(
-                [
-                    {
-                        "checkId": s.id,
-                        "sessionId": s.session_id,
-                        "stepId": s.step_id,
-                        "verdict": s.verdict.value,
-                        "claims": s.claim_count,
-                        "supported": s.supported_count,
-                        "unsupported": s.unsupported_count,
-                        "uncited": s.uncited_count,
-                        "invalidCitation": s.invalid_citation_count,
-                        "contradicted": s.contradicted_count,
-                        "checkerVersion": s.checker_version,
-                        "createdAt": s.created_at.isoformat(),
-                    }
-                    for s in items
-                ]
-            )
-            return
-        table = Table(title="Answer checks")
-        columns = ("created", "session", "step", "verdict", "claims", "supported", "contradicted")
-        for column in (*columns, "id"):
-            table.add_column(column, overflow="fold")
-        for s in items:
-            table.add_row(
-                Text(s.created_at.strftime("%Y-%m-%d %H:%M:%S")),
-                Text(shown(s.session_id)),
-                Text(shown(s.step_id or "-")),
-                Text(s.verdict.value, style=_STYLE[s.verdict.value]),
-                Text(str(s.claim_count)),
-                Text(str(s.supported_count)),
-                Text(str(s.contradicted_count)),
-                Text(shown(s.id)),
-            )
-        out.print(table)
+        _show_checks(items, as_json)
+
+
+def _check_answer(
+    open_app: Callable[[], Any],
+    session: str,
+    payload: Any,
+    answer_format: AnswerFormatChoice,
+    step: str | None,
+    as_json: bool,
+) -> None:
+    from lookup_knowledge.application.answer_check import answer_check_json
+    from lookup_knowledge.application.ports import AnswerFormat
+    from lookup_knowledge.domain.answer_check import Verdict
+
+    with open_app() as lookup_app:
+        check: AnswerCheck = lookup_app.check_answer(
+            session, payload, step_id=step, answer_format=AnswerFormat(answer_format.value)
+        )
+    if as_json:
+        _json_out(answer_check_json(check))
+    else:
+        out = console()
+        out.print(_claims_table(check))
+        out.print(
+            f"verdict: [bold]{check.verdict.value}[/]  claims: {len(check.claims)}  "
+            f"supported: {check.count(Verdict.SUPPORTED)}  "
+            f"contradicted: {check.count(Verdict.CONTRADICTED)}"
+        )
+    if not check.conclusive:
+        console(stderr=True).print(
+            f"{check.pending_in_spool} record(s) of this session are still in the journal; "
+            "'unknown' citations may not be final"
+        )
+    if not check.all_supported:
+        raise typer.Exit(1)
+
+
+def _show_checks(items: Sequence[AnswerCheckSummary], as_json: bool) -> None:
+    if as_json:
+        _json_out(
+            [
+                {
+                    "checkId": s.id,
+                    "sessionId": s.session_id,
+                    "stepId": s.step_id,
+                    "verdict": s.verdict.value,
+                    "claims": s.claim_count,
+                    "supported": s.supported_count,
+                    "unsupported": s.unsupported_count,
+                    "uncited": s.uncited_count,
+                    "invalidCitation": s.invalid_citation_count,
+                    "contradicted": s.contradicted_count,
+                    "checkerVersion": s.checker_version,
+                    "createdAt": s.created_at.isoformat(),
+                }
+                for s in items
+            ]
+        )
+        return
+    table = Table(title="Answer checks")
+    columns = ("created", "session", "step", "verdict", "claims", "supported", "contradicted")
+    for column in (*columns, "id"):
+        table.add_column(column, overflow="fold")
+    for s in items:
+        table.add_row(
+            Text(s.created_at.strftime("%Y-%m-%d %H:%M:%S")),
+            Text(shown(s.session_id)),
+            Text(shown(s.step_id or "-")),
+            Text(s.verdict.value, style=_STYLE[s.verdict.value]),
+            Text(str(s.claim_count)),
+            Text(str(s.supported_count)),
+            Text(str(s.contradicted_count)),
+            Text(shown(s.id)),
+        )
+    console().print(table)

@@ -49,7 +49,7 @@ def _global_options(
         typer.Option(
             "--data-dir",
             metavar="<path>",
-            help="Data directory (Milvus Lite file, SQLite audit, spool).",
+            help="Data directory (Milvus Lite file, SQLite audit, journal).",
         ),
     ] = None,
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
@@ -139,7 +139,8 @@ def main() -> None:
 def exit_now(done: SystemExit) -> NoReturn:
     """Exit with ``done``'s status once what the command wrote is out, without the
     interpreter's teardown of every module it imported (after a lookup: pandas, pyarrow,
-    SQLAlchemy, onnxruntime, gRPC; ~0.3 s of a ~1.9 s cold lookup, measured).
+    SQLAlchemy, onnxruntime, gRPC; a noticeable part of a cold lookup, see
+    benchmarks/README.md, "Figures that were in source comments").
 
     Exit handlers (``atexit``) run first, then logging is shut down and the standard
     streams are flushed. Commands close what they open (the app: its audit journal and

@@ -216,7 +216,7 @@ def _show_verdict(session: str, report: CitationReport) -> None:
     console().print(table)
     if not report.conclusive:
         console(stderr=True).print(
-            f"{report.pending_in_spool} record(s) of this session are still spooled; "
+            f"{report.pending_in_spool} record(s) of this session are still in the journal; "
             "the verdict is not conclusive"
         )
 

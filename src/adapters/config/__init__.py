@@ -8,6 +8,7 @@ from lookup_knowledge.adapters.config.display import (
 )
 from lookup_knowledge.adapters.config.keys import CONFIG_FILE_ENV, ENV_PREFIX, env_var_name
 from lookup_knowledge.adapters.config.loading import LoadedSettings, load_settings
+from lookup_knowledge.adapters.config.network import is_loopback
 from lookup_knowledge.adapters.config.properties import parse_properties
 from lookup_knowledge.adapters.config.redaction import mask_url
 from lookup_knowledge.adapters.config.settings import (
@@ -16,7 +17,6 @@ from lookup_knowledge.adapters.config.settings import (
     SearchBackend,
     ServerSettings,
     Settings,
-    is_loopback,
 )
 
 __all__ = [

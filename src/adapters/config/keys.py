@@ -17,7 +17,8 @@ from typing import Literal, get_origin
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from lookup_knowledge.adapters.config.settings import Settings, kebab
+from lookup_knowledge.adapters.config.fields import kebab
+from lookup_knowledge.adapters.config.settings import Settings
 
 ENV_PREFIX = "LOOKUP_KNOWLEDGE_"
 CONFIG_FILE_ENV = "LOOKUP_KNOWLEDGE_CONFIG"

@@ -14,22 +14,16 @@ the key, so one message says what to fix.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from collections.abc import Iterator, Mapping
 from enum import StrEnum
 from pathlib import Path
-from types import MappingProxyType
-from typing import Annotated, Any
+from typing import Any
 
-import yaml
 from pydantic import (
-    AfterValidator,
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
-    SecretStr,
     SerializerFunctionWrapHandler,
     field_validator,
     model_serializer,
@@ -37,15 +31,30 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from lookup_knowledge.adapters.config import files, mapping
+from lookup_knowledge.adapters.config.fields import (
+    HttpUrl,
+    Keywords,
+    Number,
+    OptionalHttpUrl,
+    OptionalPath,
+    OptionalSecret,
+    OptionalText,
+    OptionalWhole,
+    Whole,
+    absolute_path,
+    kebab,
+    split_keywords,
+)
+from lookup_knowledge.adapters.config.files import check_data_dir
+from lookup_knowledge.adapters.config.network import is_loopback
 from lookup_knowledge.application.answer_check import AnswerCheckSettings
 from lookup_knowledge.application.lookup import LookupConfig, PayloadProfile
 from lookup_knowledge.application.ports import JudgeMode
 from lookup_knowledge.domain.access import AccessMode, Principal
-from lookup_knowledge.domain.answer_check import DEFAULT_CITATION_PATTERN, CheckThresholds
+from lookup_knowledge.domain.answer_check import DEFAULT_CITATION_PATTERN
 from lookup_knowledge.domain.errors import ConfigurationError, InvalidInputError
 from lookup_knowledge.domain.model import SearchMode
-from lookup_knowledge.domain.projection import ProjectionBudgets
-from lookup_knowledge.domain.quality import QualityThresholds
 from lookup_knowledge.domain.redaction import mask_url
 from lookup_knowledge.domain.relevance import RelevanceCalibration
 from lookup_knowledge.domain.rerank import RerankWeights
@@ -59,91 +68,7 @@ from lookup_knowledge.domain.settings import (
 )
 
 DEFAULT_DATA_DIR = "./.lookup-knowledge"
-JOURNAL_DIR = "audit-journal"  # under the data directory
-LEGACY_JOURNAL_DIR = "audit-spool"  # its name before "spool" was renamed "journal"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-
-_WHOLE = "must be a whole number"
-_NUMBER = "must be a number"
-
-
-def kebab(name: str) -> str:
-    """The key of a field: ``max_chunks_per_document`` -> ``max-chunks-per-document``."""
-    return name.replace("_", "-")
-
-
-def _blank_to_none(value: object) -> object:
-    # An empty environment variable or ``key=`` line leaves an optional value unset.
-    if isinstance(value, str) and not value.strip():
-        return None
-    return value
-
-
-def _whole(value: object) -> object:
-    # pydantic takes True for 1; a switch where a count belongs is a mistake.
-    if isinstance(value, bool):
-        raise ValueError(_WHOLE)
-    return value
-
-
-def _number(value: object) -> object:
-    if isinstance(value, bool):
-        raise ValueError(_NUMBER)
-    return value
-
-
-def _optional_whole(value: object) -> object:
-    return _whole(_blank_to_none(value))
-
-
-def _optional_text(value: object) -> object:
-    value = _blank_to_none(value)
-    return value.strip() if isinstance(value, str) else value
-
-
-def _absolute(path: Path) -> Path:
-    """Resolve against the working directory now, so a later chdir changes nothing."""
-    return Path(os.path.abspath(path.expanduser()))
-
-
-def _http_url(value: str) -> str:
-    if not value.startswith(("http://", "https://")) or len(value) <= len("https://"):
-        raise ValueError("must be an http(s):// URL")
-    return value.rstrip("/")
-
-
-Whole = Annotated[int, BeforeValidator(_whole)]
-Number = Annotated[float, BeforeValidator(_number)]
-OptionalWhole = Annotated[int | None, BeforeValidator(_optional_whole)]
-OptionalText = Annotated[str | None, BeforeValidator(_optional_text)]
-OptionalSecret = Annotated[SecretStr | None, BeforeValidator(_blank_to_none)]
-OptionalPath = Annotated[Path | None, BeforeValidator(_blank_to_none)]
-#: An http(s) API base URL, without a trailing slash.
-HttpUrl = Annotated[str, AfterValidator(_http_url)]
-OptionalHttpUrl = Annotated[HttpUrl | None, BeforeValidator(_blank_to_none)]
-
-
-def split_keywords(value: object) -> object:
-    """``"postgres, pg, 数据库"`` -> ``["postgres", "pg", "数据库"]``; lists pass through.
-
-    Splits on ASCII and full-width commas, drops blanks and repeats, keeps the order.
-    """
-    if isinstance(value, str):
-        items: list[object] = list(value.replace("，", ",").split(","))
-    elif isinstance(value, list | tuple):
-        items = list(value)
-    else:
-        return value  # let pydantic name the type error
-    seen: list[object] = []
-    for item in items:
-        cleaned = item.strip() if isinstance(item, str) else item
-        if cleaned == "" or cleaned in seen:
-            continue
-        seen.append(cleaned)
-    return seen
-
-
-Keywords = Annotated[list[str], BeforeValidator(split_keywords)]
 
 
 class SearchBackend(StrEnum):
@@ -539,7 +464,7 @@ class RagSettings(_Section):
     @field_validator("domains_file")
     @classmethod
     def _absolute_domains_file(cls, value: Path | None) -> Path | None:
-        return None if value is None else _absolute(value)
+        return None if value is None else absolute_path(value)
 
     @model_validator(mode="after")
     def _consistent_widths(self) -> RagSettings:
@@ -619,7 +544,7 @@ class MilvusSettings(_Section):
             return value
         if not value.endswith(".db"):
             raise ValueError(_MILVUS_URI_RULE)
-        return str(_absolute(Path(value)))
+        return str(absolute_path(Path(value)))
 
 
 # --- embedder ---------------------------------------------------------------------------
@@ -798,7 +723,7 @@ class AuditSettings(_Section):
     @field_validator("journal_dir")
     @classmethod
     def _absolute_journal_dir(cls, value: Path | None) -> Path | None:
-        return None if value is None else _absolute(value)
+        return None if value is None else absolute_path(value)
 
 
 class IngestSettings(_Section):
@@ -953,20 +878,6 @@ class LogSettings(_Section):
 
 # --- server.* ----------------------------------------------------------------------------
 
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
-
-
-def is_loopback(host: str) -> bool:
-    """127.0.0.0/8, ::1 and ``localhost``: reachable from this machine only."""
-    import ipaddress
-
-    if host.strip().lower() in LOOPBACK_HOSTS:
-        return True
-    try:
-        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
-    except ValueError:
-        return False
-
 
 class ServerSettings(_Section):
     host: str = Field(
@@ -1113,7 +1024,7 @@ class Settings(_Masked, BaseSettings):
     @field_validator("data_dir")
     @classmethod
     def _absolute_data_dir(cls, value: Path) -> Path:
-        path = _absolute(value)
+        path = absolute_path(value)
         check_data_dir(path)
         return path
 
@@ -1213,14 +1124,7 @@ class Settings(_Masked, BaseSettings):
 
     @property
     def audit_journal_dir(self) -> Path:
-        """``audit.journal-dir``, else ``<data-dir>/audit-journal``; a data directory an
-        older version wrote keeps its ``audit-spool`` folder (nothing in it is lost)."""
-        if self.audit.journal_dir is not None:
-            return self.audit.journal_dir
-        legacy = self.data_dir / LEGACY_JOURNAL_DIR
-        if legacy.is_dir() and not (self.data_dir / JOURNAL_DIR).exists():
-            return legacy
-        return self.data_dir / JOURNAL_DIR
+        return files.audit_journal_dir(self)
 
     @property
     def domains_file(self) -> Path | None:
@@ -1229,58 +1133,10 @@ class Settings(_Masked, BaseSettings):
     # --- what the application gets ------------------------------------------------------
 
     def to_lookup_config(self) -> LookupConfig:
-        rag = self.rag
-        weights = rag.rerank.weights
-        return LookupConfig(
-            retrieval=rag.retrieval_settings(),
-            mode=rag.search_mode,
-            engine_grouping=rag.engine_grouping,
-            late_materialisation=rag.late_materialisation,
-            bm25_only_when_unreadable=rag.hybrid.bm25_only_when_unreadable,
-            rerank=RerankWeights(
-                enabled=rag.rerank.enabled,
-                relevance=weights.relevance,
-                domain_match=weights.domain_match,
-                entity_match=weights.entity_match,
-                keyword_match=weights.keyword_match,
-                hint_alignment=weights.hint_alignment,
-                source_type=MappingProxyType(dict(rag.rerank.source_type)),
-            ),
-            reranker=RerankerSettings(
-                provider=rag.rerank.provider.value,
-                top_k=rag.rerank.top_k,
-                weight=rag.rerank.weight,
-                logits=rag.rerank.logits,
-            ),
-            calibration=RelevanceCalibration(
-                bm25_saturation=rag.relevance.bm25_saturation,
-                rrf_k=rag.hybrid.rrf_k,
-                min_share_of_best=rag.relevance.min_share_of_best,
-            ),
-            context_char_budget=rag.context.char_budget,
-            context_min_excerpt_chars=rag.context.min_excerpt_chars,
-            projection=ProjectionBudgets(
-                max_blocks=rag.projection.max_blocks,
-                max_excerpt_chars=rag.projection.max_excerpt_chars,
-                max_total_chars=rag.projection.max_total_chars,
-                min_excerpt_chars=rag.context.min_excerpt_chars,
-            ),
-            quality=QualityThresholds(medium=rag.quality.medium, high=rag.quality.high),
-            payload_profile=rag.payload.profile,
-            access_mode=self.access.mode,
-        )
+        return mapping.to_lookup_config(self)
 
     def to_answer_check_settings(self) -> AnswerCheckSettings:
-        check = self.audit.check
-        return AnswerCheckSettings(
-            thresholds=CheckThresholds(
-                min_coverage=check.min_coverage,
-                min_cosine=check.min_cosine,
-                min_coverage_with_cosine=check.min_coverage_with_cosine,
-            ),
-            citation_pattern=check.citation_pattern,
-            judge_mode=check.judge.mode,
-        )
+        return mapping.to_answer_check_settings(self)
 
     @property
     def judge_api_key(self) -> str | None:
@@ -1288,82 +1144,4 @@ class Settings(_Masked, BaseSettings):
         return None if key is None else key.get_secret_value()
 
     def domain_dictionary(self) -> dict[str, list[str]]:
-        """``rag.domains-file`` entries, then ``rag.domains``; a category in both gets the
-        keywords of both (file first, no repeats)."""
-        merged: dict[str, list[str]] = {}
-        sources: list[dict[str, list[str]]] = []
-        if self.rag.domains_file is not None:
-            sources.append(read_domains_file(self.rag.domains_file))
-        sources.append(self.rag.domains)
-        for source in sources:
-            for category, keywords in source.items():
-                known = merged.setdefault(category.strip(), [])
-                known.extend(k for k in keywords if k not in known)
-        return merged
-
-
-_DOMAINS_FILE_KEY = "rag.domains-file"
-DATA_DIR_KEY = "data-dir"
-
-
-def check_data_dir(path: Path) -> None:
-    """What can be told without creating anything: ``path`` is a folder (or can become
-    one) that this process can use. ``ConfigurationError`` naming ``data-dir`` if not;
-    creating it may still fail (``/proc/x``), which ``private_files`` reports the same way.
-    """
-    if "\x00" in str(path):
-        raise ConfigurationError(DATA_DIR_KEY, str(path), "must not contain NUL")
-    try:
-        if path.exists():
-            if not path.is_dir():
-                raise ConfigurationError(DATA_DIR_KEY, str(path), "is a file, not a folder")
-            if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
-                raise ConfigurationError(
-                    DATA_DIR_KEY, str(path), "is a folder this user cannot read and write"
-                )
-            return
-        for parent in path.parents:
-            if parent.exists():
-                if not parent.is_dir():
-                    raise ConfigurationError(
-                        DATA_DIR_KEY, str(path), f"is under {parent}, which is a file"
-                    )
-                return
-    except OSError as e:  # e.g. a name too long, a loop of links
-        raise ConfigurationError(DATA_DIR_KEY, str(path), f"cannot be used ({e.strerror})") from e
-
-
-def read_domains_file(path: Path) -> dict[str, list[str]]:
-    """A YAML mapping of category -> keywords (a list or a comma-separated string)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigurationError(
-            _DOMAINS_FILE_KEY, str(path), f"must be a readable file ({e.strerror})"
-        ) from e
-    try:
-        data: Any = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ConfigurationError(_DOMAINS_FILE_KEY, str(path), f"must be valid YAML ({e})") from e
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigurationError(
-            _DOMAINS_FILE_KEY, str(path), "must hold a mapping of category -> keywords"
-        )
-    result: dict[str, list[str]] = {}
-    for category, raw in data.items():
-        keywords = split_keywords(raw)
-        if (
-            not isinstance(category, str)
-            or not category.strip()
-            or not isinstance(keywords, list)
-            or not all(isinstance(k, str) for k in keywords)
-        ):
-            raise ConfigurationError(
-                _DOMAINS_FILE_KEY,
-                str(path),
-                f"entry {category!r} must map a category name to a list of keywords",
-            )
-        result[category.strip()] = [str(k) for k in keywords]
-    return result
+        return files.domain_dictionary(self)

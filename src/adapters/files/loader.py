@@ -34,6 +34,7 @@ blocks a run.
 
 from __future__ import annotations
 
+import copy
 import os
 import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -156,20 +157,23 @@ class FileDocumentSource(DocumentSource):
     def source_name(self) -> str:
         return self._name
 
-    def bind(self, owners: Mapping[str, str]) -> None:
-        """A folder inside an ingested source joins it (see the module docstring)."""
+    def bound(self, owners: Mapping[str, str]) -> FileDocumentSource:
+        """A folder inside an ingested source joins it (see the module docstring): a
+        copy rooted at that source's folder; this source is left as it was."""
         if self._name_given or self._root_given or self._prefix_given is not None:
-            return
+            return self
         sources = set(owners.values())
         if self._name in sources:
-            return
+            return self
         for ancestor in self._root.parents:
             if ancestor.name and ancestor.name in sources:
+                joined = copy.copy(self)  # the listing is redone under the new root
                 try:
-                    self._configure(ancestor, ancestor.name)
+                    joined._configure(ancestor, ancestor.name)
                 except InvalidInputError:
                     continue
-                return
+                return joined
+        return self
 
     # ------------------------------------------------------------------ listing
 

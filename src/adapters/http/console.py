@@ -46,7 +46,7 @@ from lookup_knowledge.adapters.http.console_quality import eval_report, quality,
 from lookup_knowledge.adapters.http.console_signin import login, login_form, logout
 from lookup_knowledge.adapters.http.rest import time_range
 from lookup_knowledge.application.ports import InvocationFilter, SessionFilter
-from lookup_knowledge.application.ports.audit import MAX_QUERY_TEXT
+from lookup_knowledge.application.ports.audit_queries import MAX_QUERY_TEXT
 from lookup_knowledge.application.tool import MAX_ID_CHARS
 from lookup_knowledge.domain.errors import InvalidInputError, NotFoundError
 from lookup_knowledge.domain.model import Traffic

@@ -20,7 +20,7 @@ from lookup_knowledge.application.ports.answer_check import (
     AnswerCheckSummary,
     CheckedClaim,
 )
-from lookup_knowledge.domain.answer_check.verdicts import shown_text_from
+from lookup_knowledge.domain.answer_check.evidence import shown_text_from
 
 CHECKS_PER_SESSION = 100
 CONTEXT_CHARS = 600  # of a cited block around its highlighted span

@@ -16,7 +16,7 @@ import ipaddress
 from dataclasses import dataclass
 
 from lookup_knowledge.adapters.config import ServerSettings
-from lookup_knowledge.adapters.config.settings import is_loopback
+from lookup_knowledge.adapters.config.network import is_loopback
 from lookup_knowledge.adapters.http.auth import ASGIApp, Receive, Scope, Send
 from lookup_knowledge.adapters.http.problems import problem
 

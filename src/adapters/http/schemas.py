@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, computed_field
 
 from lookup_knowledge.application.ports import (
     CitationReport,
@@ -346,4 +346,12 @@ class Check(BaseModel):
 class Readiness(BaseModel):
     status: Literal["ready", "not_ready"]
     checks: dict[str, Check] = Field(description="Each component (LookupApp.health()).")
-    spool_pending: int | None = Field(description="Audit records waiting in the local spool.")
+    spool_pending: int | None = Field(
+        description="The old name of journal_pending, still emitted for probes that read it."
+    )
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def journal_pending(self) -> int | None:
+        """Audit records waiting in the local journal."""
+        return self.spool_pending

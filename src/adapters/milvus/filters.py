@@ -17,8 +17,8 @@ are written as escaped string literals. Rules:
   ``LIKE "%\t<base64>\t%"`` per principal group. Base64 has no LIKE wildcard, no
   quote and no backslash, so the pattern matches that group exactly; and a LIKE scan
   of a string is cheap where ``array_contains_any`` is not (Milvus Lite cannot index an
-  ARRAY field and reads every row's array: ~50x a lookup's search time on SciFact,
-  ``benchmarks/bench_access.py``). Servers before 2.4 accept only prefix patterns:
+  ARRAY field and reads every row's array: many times a lookup's search time,
+  ``benchmarks/bench_access.py``, figures in benchmarks/README.md). Servers before 2.4 accept only prefix patterns:
   there the groups are matched with ``array_contains_any`` on the ARRAY field
   (``array_groups=True``), which a server can also index. The ARRAY field stays the
   readable truth either way.

@@ -216,60 +216,11 @@ def read_layout(description: Mapping[str, Any], *, where: str) -> CollectionLayo
     name = str(description.get("collection_name", "?"))
     fields = {str(f.get("name")): f for f in description.get("fields", [])}
     properties = description.get("properties") or {}
-    raw_version = properties.get(SCHEMA_VERSION_PROPERTY)
-    if raw_version is None and PK in fields:
-        raise SchemaMismatch(
-            f"Milvus collection {name!r} at {where} was built by an older lookup-knowledge "
-            f"(no schema version; this one needs version {SCHEMA_VERSION}): its BM25 field "
-            f"holds unanalysed text: {REINGEST_HINT}."
-        )
-    version = SCHEMA_VERSION
-    if raw_version is not None:
-        try:
-            version = int(str(raw_version))
-        except ValueError:
-            version = -1
-        if version not in READABLE_VERSIONS:
-            raise SchemaMismatch(
-                f"Milvus collection {name!r} at {where} has lookup-knowledge schema version "
-                f"{raw_version}, this version reads {SCHEMA_VERSION}: {REINGEST_HINT}."
-            )
-    problems: list[str] = []
-    primary = next((n for n, f in fields.items() if f.get("is_primary")), "")
-    if primary != PK:
-        problems.append(f"primary key is {primary!r}, expected {PK!r}")
-    expected = {**_SCALARS, **(_ACCESS_TYPES if version >= 3 else {})}
-    for field_name, type_name in expected.items():
-        found = fields.get(field_name)
-        if found is None:
-            problems.append(f"missing field {field_name!r}")
-        elif _type_name(found.get("type")) != type_name:
-            problems.append(
-                f"field {field_name!r} is {_type_name(found.get('type'))}, expected {type_name}"
-            )
-    dimension: int | None = None
-    dense = fields.get(DENSE)
-    if dense is not None:
-        if _type_name(dense.get("type")) != "FLOAT_VECTOR":
-            problems.append(
-                f"field {DENSE!r} is {_type_name(dense.get('type'))}, expected FLOAT_VECTOR"
-            )
-        else:
-            dimension = int(dense.get("params", {}).get("dim", 0))
-    bm25 = False
-    if SPARSE in fields:
-        functions = description.get("functions", []) or []
-        bm25 = any(
-            _type_name(fn.get("type")) == "BM25"
-            and list(fn.get("output_field_names", [])) == [SPARSE]
-            and list(fn.get("input_field_names", [])) == [BM25_TEXT]
-            for fn in functions
-        )
-        if not bm25:
-            problems.append(
-                f"field {SPARSE!r} is not the output of a BM25 function on {BM25_TEXT!r}"
-            )
-    if dense is None and SPARSE not in fields:
+    version = _schema_version(name, fields, properties, where)
+    problems = _field_problems(fields, version)
+    dimension = _dense_dimension(fields, problems)
+    bm25 = _has_bm25(description, fields, problems)
+    if DENSE not in fields and SPARSE not in fields:
         problems.append(f"neither a dense ({DENSE!r}) nor a sparse ({SPARSE!r}) vector field")
     embedder = _embedder_of(description, problems)
     if problems:
@@ -304,6 +255,80 @@ def read_layout(description: Mapping[str, Any], *, where: str) -> CollectionLayo
         dense_index=dense_index if dimension is not None else None,
         embedder=embedder,
     )
+
+
+def _schema_version(
+    name: str, fields: Mapping[str, Any], properties: Mapping[str, Any], where: str
+) -> int:
+    """The collection's schema version; ``SchemaMismatch`` for one this version cannot read."""
+    raw_version = properties.get(SCHEMA_VERSION_PROPERTY)
+    if raw_version is None and PK in fields:
+        raise SchemaMismatch(
+            f"Milvus collection {name!r} at {where} was built by an older lookup-knowledge "
+            f"(no schema version; this one needs version {SCHEMA_VERSION}): its BM25 field "
+            f"holds unanalysed text: {REINGEST_HINT}."
+        )
+    version = SCHEMA_VERSION
+    if raw_version is not None:
+        try:
+            version = int(str(raw_version))
+        except ValueError:
+            version = -1
+        if version not in READABLE_VERSIONS:
+            raise SchemaMismatch(
+                f"Milvus collection {name!r} at {where} has lookup-knowledge schema version "
+                f"{raw_version}, this version reads {SCHEMA_VERSION}: {REINGEST_HINT}."
+            )
+    return version
+
+
+def _field_problems(fields: Mapping[str, Any], version: int) -> list[str]:
+    """What is wrong with the primary key and the scalar fields (empty: nothing)."""
+    problems: list[str] = []
+    primary = next((n for n, f in fields.items() if f.get("is_primary")), "")
+    if primary != PK:
+        problems.append(f"primary key is {primary!r}, expected {PK!r}")
+    expected = {**_SCALARS, **(_ACCESS_TYPES if version >= 3 else {})}
+    for field_name, type_name in expected.items():
+        found = fields.get(field_name)
+        if found is None:
+            problems.append(f"missing field {field_name!r}")
+        elif _type_name(found.get("type")) != type_name:
+            problems.append(
+                f"field {field_name!r} is {_type_name(found.get('type'))}, expected {type_name}"
+            )
+    return problems
+
+
+def _dense_dimension(fields: Mapping[str, Any], problems: list[str]) -> int | None:
+    """The dense vector field's dimension (None: no such field, or not a float vector)."""
+    dense = fields.get(DENSE)
+    if dense is None:
+        return None
+    if _type_name(dense.get("type")) != "FLOAT_VECTOR":
+        problems.append(
+            f"field {DENSE!r} is {_type_name(dense.get('type'))}, expected FLOAT_VECTOR"
+        )
+        return None
+    return int(dense.get("params", {}).get("dim", 0))
+
+
+def _has_bm25(
+    description: Mapping[str, Any], fields: Mapping[str, Any], problems: list[str]
+) -> bool:
+    """The sparse field is the output of a BM25 function on the analysed text."""
+    if SPARSE not in fields:
+        return False
+    functions = description.get("functions", []) or []
+    bm25 = any(
+        _type_name(fn.get("type")) == "BM25"
+        and list(fn.get("output_field_names", [])) == [SPARSE]
+        and list(fn.get("input_field_names", [])) == [BM25_TEXT]
+        for fn in functions
+    )
+    if not bm25:
+        problems.append(f"field {SPARSE!r} is not the output of a BM25 function on {BM25_TEXT!r}")
+    return bm25
 
 
 def background_property(background: DenseBackground) -> str:
@@ -378,11 +403,10 @@ def build_schema(
     index_params: Mapping[str, Any] | None,
 ) -> tuple[Any, Any]:
     """(schema, index params) for a new collection. No scalar index on the access fields:
-    on Milvus Lite an INVERTED index on ``tenant`` and ``allowed_groups_key`` took a
-    SciFact bare search with the filter from 1.21x to 1.13x of one without (~0.5 ms), but
-    the one SciFact ingest with it timed out in its final flush (milvus.timeout-s, on a
-    loaded machine) and Lite's background build of those files raced the reload; not
-    worth it for half a millisecond."""
+    on Milvus Lite an INVERTED index on ``tenant`` and ``allowed_groups_key`` saved a
+    fraction of a millisecond per filtered search (benchmarks/README.md), but an ingest
+    with it timed out in its final flush and Lite's background build of those files
+    raced the reload."""
     from pymilvus import DataType, Function, FunctionType
 
     schema = client.create_schema(auto_id=False, enable_dynamic_field=False)

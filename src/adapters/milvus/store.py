@@ -26,32 +26,27 @@ from typing import Any
 from lookup_knowledge.adapters.milvus.collection import KnowledgeCollection, fulltext_row
 from lookup_knowledge.adapters.milvus.connection import MilvusConnection
 from lookup_knowledge.adapters.milvus.errors import DRIVER_ERRORS, translate_ingest
-from lookup_knowledge.adapters.milvus.filters import all_of, eq, groups_key, in_list, not_in_list
+from lookup_knowledge.adapters.milvus.filters import all_of, eq, in_list, not_in_list
 from lookup_knowledge.adapters.milvus.fulltext import FullTextIndex
 from lookup_knowledge.adapters.milvus.lite_load import load_lite
+from lookup_knowledge.adapters.milvus.rows import (
+    bm25_input,
+    chunk_row,
+    deleted_count,
+    doc_key,
+    fit_bytes,
+    storable_doc_id,
+)
 from lookup_knowledge.adapters.milvus.schema import (
-    ACCESS_PUBLIC,
-    ALLOWED_GROUPS,
-    ALLOWED_GROUPS_KEY,
     BACKGROUND_PROPERTY,
-    BM25_TEXT,
-    BREADCRUMB,
-    CATEGORY,
     CHUNK_INDEX,
     CONTENT_HASH,
     DEFAULT_COLLECTION,
-    DENSE,
     DOC_ID,
     EMBEDDER_PROPERTY,
-    INGESTED_AT,
-    MAX_BYTES,
     PK,
-    SOURCE,
     SOURCE_NAME,
-    SOURCE_TYPE,
     TENANT,
-    TEXT,
-    TITLE,
     CollectionLayout,
     background_property,
     build_schema,
@@ -63,7 +58,6 @@ from lookup_knowledge.adapters.milvus.schema import (
     read_layout,
 )
 from lookup_knowledge.adapters.text import SnowballJiebaAnalyzer
-from lookup_knowledge.application.analysis import lexical_text
 from lookup_knowledge.application.ports import (
     ChunkRecord,
     EmbedderIdentity,
@@ -84,12 +78,11 @@ logger = logging.getLogger(__name__)
 
 _CHUNK_MARK = "#chunk-"
 
-#: Chunks past which a dense lookup on Milvus Lite costs about 3x what it costs on a
-#: Milvus server (measured 8k-14k; at 20k Lite 15-18 ms against 4.5-6 ms; and Lite's
-#: cost grows with every row, which it filters in Python on each search;
-#: docs/operations.md, "When to move from Milvus Lite to a Milvus server";
-#: benchmarks/bench_scaling.py). Ingest says
-#: so once, in the run that grows a Lite collection past it.
+#: Chunks past which a dense lookup on Milvus Lite costs several times what it costs on
+#: a Milvus server (Lite filters every row in Python on each search; figures in
+#: benchmarks/README.md, bench_scaling.py; docs/operations.md, "When to move from Milvus
+#: Lite to a Milvus server"). Ingest says so once, in the run that grows a Lite
+#: collection past it.
 LITE_SERVER_ADVICE_ROWS = 15_000
 
 
@@ -106,34 +99,6 @@ def lite_size_notice(rows: int) -> str:
 #: Milvus' usual build parameters; search depth ``ef`` is the search adapter's.
 DEFAULT_INDEX_TYPE = "HNSW"
 DEFAULT_INDEX_PARAMS: Mapping[str, Any] = {"M": 16, "efConstruction": 200}
-
-
-def bm25_input(record: ChunkRecord) -> str:
-    """What BM25 sees of a chunk before analysis: title, heading path, text."""
-    return lexical_text(record.title, record.breadcrumb, record.text)
-
-
-def fit_bytes(value: str, max_bytes: int) -> str:
-    """``value`` cut to at most ``max_bytes`` UTF-8 bytes on a character boundary."""
-    encoded = value.encode("utf-8")
-    if len(encoded) <= max_bytes:
-        return value
-    return encoded[:max_bytes].decode("utf-8", "ignore")
-
-
-def _doc_key(row: Mapping[str, Any]) -> str:
-    """The document key of a row being written: its doc_id scoped to its tenant."""
-    return storage_key(str(row.get(TENANT) or ""), str(row[DOC_ID]))
-
-
-def _deleted(result: Any) -> int:
-    if isinstance(result, Mapping):
-        count = result.get("delete_count")
-        return int(count) if isinstance(count, int) else 0
-    if isinstance(result, list | tuple):
-        return len(result)
-    count = getattr(result, "delete_count", None)
-    return int(count) if isinstance(count, int) else 0
 
 
 class MilvusKnowledgeStore(KnowledgeStore):
@@ -344,11 +309,10 @@ class MilvusKnowledgeStore(KnowledgeStore):
     def seal(self) -> None:
         """Flush the growing segments and have every segment indexed before returning.
 
-        Milvus Lite searches unflushed rows 50-100x slower (measured after a SciFact
-        ingest: 300-600 ms per search before, ~7 ms after). And Lite builds the index of
-        a flushed segment on a background thread, searching the segment exactly (brute
-        force) until it is done: the first searches after an ingest returned other
-        neighbours than later ones (8 of 300 SciFact lists). Releasing and loading the
+        Milvus Lite searches unflushed rows far slower (benchmarks/README.md). And Lite
+        builds the index of a flushed segment on a background thread, searching the
+        segment exactly (brute force) until it is done: the first searches after an
+        ingest returned other neighbours than later ones. Releasing and loading the
         collection builds the missing indexes synchronously, so every search after
         ``seal`` sees the same, indexed, state."""
         if self._layout() is None:
@@ -457,7 +421,7 @@ class MilvusKnowledgeStore(KnowledgeStore):
         by_tenant: dict[str, list[str]] = defaultdict(list)
         for key in dict.fromkeys(doc_keys):
             tenant, doc_id = doc_key_parts(key)
-            if not self._storable_id(doc_id):
+            if not storable_doc_id(doc_id):
                 continue
             if tenant and not layout.access:
                 continue  # a version-2 collection holds no tenant's document
@@ -469,81 +433,7 @@ class MilvusKnowledgeStore(KnowledgeStore):
                 out.append(all_of([scope, in_list(DOC_ID, ids[i : i + self._filter_batch])]))
         return out
 
-    @staticmethod
-    def _storable_id(doc_id: str) -> bool:
-        if (
-            not isinstance(doc_id, str)
-            or len(doc_id.encode("utf-8", "surrogatepass")) > MAX_BYTES[DOC_ID]
-        ):
-            return False
-        try:
-            eq(DOC_ID, doc_id)
-        except InvalidInputError:
-            return False
-        return True
-
     # ------------------------------------------------------------------ writes
-
-    def _row(self, record: ChunkRecord, layout: CollectionLayout) -> dict[str, Any]:
-        access = record.access
-        if access.has_acl and not layout.access:
-            raise IngestError(
-                f"Milvus collection {layout.name!r} at {self._collection.where} has no access "
-                f"fields (schema version {layout.schema_version}, written before access "
-                f"control), so it cannot keep {record.doc_id!r}'s tenant, groups or public "
-                "flag: ingest into a new collection (point milvus.collection at a new name)"
-            )
-        for name, value in (
-            (DOC_ID, record.doc_id),
-            (CATEGORY, record.category),
-            (SOURCE_NAME, record.source_name),
-            (PK, record.storage_key),
-            (TENANT, access.tenant),
-            *((ALLOWED_GROUPS, g) for g in access.allowed_groups),
-        ):
-            if len(value.encode("utf-8")) > MAX_BYTES[name]:
-                raise IngestError(
-                    f"{name} of {record.evidence_key[:80]!r} is longer than {MAX_BYTES[name]} bytes"
-                )
-        if len(record.text.encode("utf-8")) > MAX_BYTES[TEXT]:
-            raise IngestError(
-                f"chunk {record.evidence_key!r} text is longer than {MAX_BYTES[TEXT]} bytes: "
-                "lower the chunk size"
-            )
-        row: dict[str, Any] = {
-            PK: record.storage_key,
-            DOC_ID: record.doc_id,
-            CHUNK_INDEX: record.chunk_index,
-            CATEGORY: record.category,
-            SOURCE: fit_bytes(record.source, MAX_BYTES[SOURCE]),
-            TITLE: fit_bytes(record.title, MAX_BYTES[TITLE]),
-            BREADCRUMB: fit_bytes(record.breadcrumb, MAX_BYTES[BREADCRUMB]),
-            SOURCE_TYPE: fit_bytes(record.source_type, MAX_BYTES[SOURCE_TYPE]),
-            SOURCE_NAME: record.source_name,
-            TEXT: record.text,
-            CONTENT_HASH: record.content_hash,
-            INGESTED_AT: int(record.ingested_at.timestamp() * 1000),
-        }
-        if layout.access:
-            row[TENANT] = access.tenant
-            row[ALLOWED_GROUPS] = sorted(access.allowed_groups)
-            row[ALLOWED_GROUPS_KEY] = groups_key(access.allowed_groups)
-            row[ACCESS_PUBLIC] = access.public
-        if layout.bm25:
-            row[BM25_TEXT] = fit_bytes(self._text.analyse(bm25_input(record)), MAX_BYTES[BM25_TEXT])
-        if layout.has_dense:
-            if record.vector is None:
-                raise IngestError(
-                    f"chunk {record.evidence_key!r} has no vector but the collection needs "
-                    f"{layout.dimension}-dim vectors"
-                )
-            if len(record.vector) != layout.dimension:
-                raise SchemaMismatch(
-                    f"chunk {record.evidence_key!r} has a {len(record.vector)}-dim vector; "
-                    f"collection {layout.name!r} holds {layout.dimension}-dim vectors"
-                )
-            row[DENSE] = [float(x) for x in record.vector]
-        return row
 
     def upsert_chunks(self, records: Sequence[ChunkRecord]) -> int:
         if not records:
@@ -553,8 +443,11 @@ class MilvusKnowledgeStore(KnowledgeStore):
         index = self._collection.fulltext()
         written = 0
         for start in range(0, len(records), self._batch):
-            rows = [self._row(r, layout) for r in records[start : start + self._batch]]
-            with self._mirrored(index, [_doc_key(row) for row in rows]):
+            rows = [
+                chunk_row(r, layout, self._text, self._collection.where)
+                for r in records[start : start + self._batch]
+            ]
+            with self._mirrored(index, [doc_key(row) for row in rows]):
                 self._call("upsert", client.upsert, self._collection.name, data=rows)
                 if index is not None:
                     index.upsert([fulltext_row(row) for row in rows])
@@ -601,7 +494,7 @@ class MilvusKnowledgeStore(KnowledgeStore):
                     result = self._read(
                         "delete stale chunks", client.delete, self._collection.name, filter=selected
                     )
-                    deleted += _deleted(result)
+                    deleted += deleted_count(result)
                 if index is not None:
                     index.delete_except(docs, kept)
         return deleted
@@ -619,7 +512,7 @@ class MilvusKnowledgeStore(KnowledgeStore):
                 result = self._read(
                     "delete documents", client.delete, self._collection.name, filter=expression
                 )
-                deleted += _deleted(result)
+                deleted += deleted_count(result)
             if index is not None:
                 index.delete_documents(unique)
         return deleted

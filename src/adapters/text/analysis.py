@@ -175,7 +175,7 @@ LANGUAGES: dict[str, frozenset[str]] = {"english": ENGLISH_STOP_WORDS}
 @cache
 def _major_minor(package: str) -> str:
     """``major.minor`` of an installed package, read once per process (``version()``
-    parses the package's metadata file: ~1.5 ms, and the fingerprint is read per lookup)."""
+    parses the package's metadata file, and the fingerprint is read per lookup)."""
     try:
         parts = version(package).split(".")
     except PackageNotFoundError:  # pragma: no cover - both are dependencies

@@ -83,7 +83,7 @@ def read_session(
 ) -> list[RecordedInvocation]:
     """Every invocation of a session with its evidence, oldest first.
 
-    Flushes the recorder's spool for the session first; raises ``AuditError`` when
+    Flushes the recorder's journal for the session first; raises ``AuditError`` when
     records are still pending (the store would give an incomplete answer).
     """
     recorder.flush(session_id, flush_timeout_s)
@@ -91,7 +91,7 @@ def read_session(
     if pending:
         raise AuditError(
             f"{pending} record(s) of session {session_id!r} are still in the recorder's "
-            "spool (the audit database is unreachable); the session cannot be read completely"
+            "journal (the audit database is unreachable); the session cannot be read completely"
         )
     summaries = list_all_invocations(audit, InvocationFilter(session_id=session_id))
     by_invocation: dict[str, list[EvidenceView]] = {}
@@ -112,5 +112,5 @@ def check_recorded(outcome: RecordOutcome | None) -> None:
         )
     if outcome is None:
         raise AuditError(
-            "a lookup's audit record could neither be written nor spooled; see the log"
+            "a lookup's audit record could neither be written nor journaled; see the log"
         )

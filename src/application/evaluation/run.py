@@ -80,7 +80,8 @@ class RunEval:
     ) -> None:
         """``after_ingest`` runs once the corpus is written, before the first lookup: the
         composition root passes what makes fresh rows searchable at full speed (Milvus
-        Lite searches rows still in growing segments ~50x slower until a flush)."""
+        Lite searches rows still in growing segments far slower until a flush; figures
+        in benchmarks/README.md)."""
         if not measures:
             raise InvalidInputError("an eval needs at least one measure")
         self._ingest = ingest

@@ -37,8 +37,8 @@ class LookupConfig:
     retrieval: RetrievalSettings = field(default_factory=RetrievalSettings)
     mode: SearchMode = SearchMode.DENSE
     engine_grouping: bool = False
-    # Off by default: measured at 100k chunks the second round trip costs more than
-    # returning ~1 KB texts with the search, and rerank bonuses want the text.
+    # Off by default: the second round trip costs more than returning the texts with
+    # the search (benchmarks/README.md), and rerank bonuses want the text.
     late_materialisation: bool = False
     #: A hybrid lookup whose query the embedder cannot read (``Embedder.reads``) is
     #: answered from BM25 alone (``rag.hybrid.bm25-only-when-unreadable``).

@@ -4,7 +4,7 @@ The record holds every block the agent was shown (in ``evidenceBlocks``, in the 
 pack, or both) with the hash of the exact text shown and the tenant of the row it came
 from (``""``: a row without a tenant), and compact ``retrieval_details``
 (evidence summaries, context-pack summary, both traces). Recording does not fail the
-lookup: a recorder that cannot write spools; one that cannot even spool is logged. The
+lookup: a recorder that cannot write journals; one that cannot even journal is logged. The
 one exception is ``AuditNotRecorded``: a recorder that must commit before the lookup
 returns (``audit.durability=database``) could not, so the lookup is not answered.
 """
@@ -83,10 +83,10 @@ def record(recorder: ToolInvocationRecorder, invocation: ToolInvocation) -> Reco
     except AuditNotRecorded:
         raise  # no lookup is answered that is not recorded where it must be
     except Exception:  # AuditError or an adapter bug: the lookup still answers
-        # The recorder already spools and counts; reaching here means even the spool
+        # The recorder already journals and counts; reaching here means even the journal
         # failed. The failure is logged loudly.
         logger.exception(
-            "audit record could not be written or spooled", extra={"invocation_id": invocation.id}
+            "audit record could not be written or journaled", extra={"invocation_id": invocation.id}
         )
         return None
 

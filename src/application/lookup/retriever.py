@@ -40,7 +40,7 @@ from lookup_knowledge.application.ports import (
     KnowledgeSearchRequest,
     evidence_problem,
 )
-from lookup_knowledge.application.ports.audit import row_tenant_problem
+from lookup_knowledge.application.ports.audit_records import row_tenant_problem
 from lookup_knowledge.domain.access import UNRESTRICTED, AccessScope, split_storage_key
 from lookup_knowledge.domain.errors import ConfigurationError
 from lookup_knowledge.domain.model import EvidenceCandidate, QueryHints, RankedCandidate, SearchMode

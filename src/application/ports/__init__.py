@@ -2,7 +2,9 @@
 
 - ``search``: ``KnowledgeSearchPort`` (read side of the knowledge base), ``Embedder``
 - ``ingest``: ``DocumentSource``, ``Chunker``, ``KnowledgeStore`` (write side)
-- ``audit``: ``ToolInvocationRecorder``, ``AuditQueries``, ``SessionState``
+- ``audit_records``: ``ToolInvocation`` and its checks, ``ToolInvocationRecorder``,
+  ``SessionState`` (the record contract)
+- ``audit_queries``: ``AuditQueries`` and its query values (the read side)
 - ``answer_check``: what the answer checker reads and stores (``SessionEvidenceReader``,
   ``WordStemmer``, ``ClaimJudge``, ``AnswerCheckStore``, ...)
 - ``analysis``: ``TextAnalyzer`` (the text analysis BM25 and the query share)
@@ -39,45 +41,47 @@ from lookup_knowledge.application.ports.answer_check import (
     reread_tenants,
     summary_of,
 )
-from lookup_knowledge.application.ports.audit import (
+from lookup_knowledge.application.ports.audit_queries import (
     ALL_TRAFFIC,
     MAX_CITED_IDS,
     MAX_PAGE_SIZE,
-    RETRIEVAL_DETAILS_VERSION,
-    STATUSES,
-    TRAFFIC_KINDS,
     AuditQueries,
-    AuditSchema,
     CitationReport,
     CitationSource,
     DocumentCount,
-    EvidenceRecord,
     EvidenceView,
     InvocationDetail,
     InvocationFilter,
     InvocationPage,
     InvocationSummary,
     QualitySummary,
-    RecordOutcome,
     SessionFilter,
     SessionOwner,
     SessionPage,
     SessionPrincipal,
-    SessionState,
     SessionSummary,
     ShownEvidence,
     TimeRange,
-    ToolInvocation,
-    ToolInvocationRecorder,
     ascii_lower,
     check_session_id,
     check_tenant,
     check_top_limit,
     check_traffic,
-    evidence_problem,
     nearest_rank,
     nearest_rank_index,
     normalise_cited,
+)
+from lookup_knowledge.application.ports.audit_records import (
+    RETRIEVAL_DETAILS_VERSION,
+    STATUSES,
+    TRAFFIC_KINDS,
+    AuditSchema,
+    EvidenceRecord,
+    RecordOutcome,
+    SessionState,
+    ToolInvocation,
+    ToolInvocationRecorder,
+    evidence_problem,
     parse_invocation_id,
     require_text,
     validate_invocation,

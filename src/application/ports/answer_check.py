@@ -13,7 +13,7 @@ from datetime import datetime
 from enum import StrEnum
 from types import MappingProxyType
 
-from lookup_knowledge.application.ports.audit import TimeRange, check_session_id
+from lookup_knowledge.application.ports.audit_queries import TimeRange, check_session_id
 from lookup_knowledge.domain.answer_check import CitationVerdict, SupportSpan, Verdict
 from lookup_knowledge.domain.errors import InvalidInputError
 
@@ -184,7 +184,7 @@ class AnswerCheck:
 
     @property
     def conclusive(self) -> bool:
-        """False when some of the session's records were still spooled: an ``unknown``
+        """False when some of the session's records were still in the journal: an ``unknown``
         citation may then be one the database has not received yet."""
         return self.pending_in_spool == 0
 

@@ -161,10 +161,12 @@ class DocumentSource(ABC):
         source-level default); no ACL unless the source is given one."""
         return NO_ACL
 
-    def bind(self, owners: Mapping[str, str]) -> None:  # noqa: B027 - optional hook
-        """Called once before ``documents`` with what the store holds (doc key ->
-        owning source), so a source can resolve its name and namespace against
-        earlier runs (a sub-folder of an ingested folder keeps that folder's ids)."""
+    def bound(self, owners: Mapping[str, str]) -> DocumentSource:
+        """The source to read, resolved against what the store holds (doc key -> owning
+        source): a source may take its name and namespace from earlier runs (a
+        sub-folder of an ingested folder keeps that folder's ids). A new value, or this
+        one; the source it was called on never changes."""
+        return self
 
     def doc_ids(self) -> Sequence[str] | None:
         """The doc_ids ``documents`` will yield, when known without reading them: lets

@@ -181,8 +181,8 @@ class Embedder(ABC):
     def reads(self, text: str) -> bool:
         """Whether the model was trained on the language ``text`` is written in. A query
         it cannot read still gets a vector, but its nearest neighbours are chosen by
-        script, not by topic (measured: English-only MiniLM puts every Chinese document
-        near any Chinese question). Default: every language."""
+        script, not by topic (English-only MiniLM puts every Chinese document near any
+        Chinese question). Default: every language."""
         return True
 
     def token_lengths(self, texts: Sequence[str]) -> list[int]:

@@ -14,6 +14,12 @@ from lookup_knowledge.domain.answer_check.claims import (
     claims_from_claude,
     split_claims,
 )
+from lookup_knowledge.domain.answer_check.evidence import (
+    EvidenceText,
+    PreparedEvidence,
+    content_hash,
+    shown_text_from,
+)
 from lookup_knowledge.domain.answer_check.facts import Fact, FactKind, extract_facts
 from lookup_knowledge.domain.answer_check.verdicts import (
     CHECKER_VERSION,
@@ -21,16 +27,12 @@ from lookup_knowledge.domain.answer_check.verdicts import (
     CitationStatus,
     CitationVerdict,
     ClaimVerdict,
-    EvidenceText,
-    PreparedEvidence,
     QuoteMatch,
     SupportSpan,
     Verdict,
     assess_claim,
     bare_text,
-    content_hash,
     overall_verdict,
-    shown_text_from,
     worst_verdict,
 )
 from lookup_knowledge.domain.answer_check.words import Stem, identity_stem

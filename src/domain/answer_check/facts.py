@@ -308,25 +308,48 @@ def _number_fact(text: str, start: int, end: int, value: float, unit: str | None
     return Fact(FactKind.NUMBER, text, _number_key(value, unit), start, end, value, unit)
 
 
+class _Taken:
+    """Which characters of the text a fact already covers: each pass takes only spans
+    no earlier (more specific) pass took."""
+
+    def __init__(self, size: int) -> None:
+        self._marks = bytearray(size)
+
+    def free(self, a: int, b: int) -> bool:
+        return not any(self._marks[a:b])
+
+    def take(self, a: int, b: int) -> None:
+        self._marks[a:b] = b"\x01" * (b - a)
+
+
 def extract_facts(text: str, *, skip_first_word: bool = True) -> tuple[Fact, ...]:
     """The facts stated in ``text`` in order of appearance, one per normalised key.
 
     ``skip_first_word``: a capitalised word that starts a sentence is not taken for a
     name (``Restart the pool`` names nothing), one with inner capitals still is.
     """
-    taken = bytearray(len(text))
+    taken = _Taken(len(text))
+    found = [
+        *_pattern_facts(text, taken),
+        *_hyphen_name_facts(text, taken),
+        *_digit_number_facts(text, taken),
+        *_word_number_facts(text, taken),
+        *_one_unit_facts(text, taken),
+        *_zh_number_facts(text, taken),
+        *_word_facts(text, taken, skip_first_word),
+    ]
+    unique: dict[tuple[FactKind, str], Fact] = {}
+    for fact in sorted(found, key=lambda f: f.start):
+        unique.setdefault((fact.kind, fact.key), fact)
+    return tuple(unique.values())
+
+
+def _pattern_facts(text: str, taken: _Taken) -> list[Fact]:
     found: list[Fact] = []
-
-    def free(a: int, b: int) -> bool:
-        return not any(taken[a:b])
-
-    def take(a: int, b: int) -> None:
-        taken[a:b] = b"\x01" * (b - a)
-
     for kind, pattern in _PATTERNS:
         for m in pattern.finditer(text):
             a, b = m.span()
-            if not free(a, b):
+            if not taken.free(a, b):
                 continue
             raw = m.group(1) if pattern.groups else m.group(0)
             if pattern is _DOTTED and not _dotted_ok(raw):
@@ -334,56 +357,87 @@ def extract_facts(text: str, *, skip_first_word: bool = True) -> tuple[Fact, ...
             key = fold_text(raw).rstrip("/")
             if kind is FactKind.VERSION:
                 key = key.lstrip("v")
-            take(a, b)
+            taken.take(a, b)
             found.append(Fact(kind, m.group(0), key, a, b))
+    return found
+
+
+def _hyphen_name_facts(text: str, taken: _Taken) -> list[Fact]:
+    found: list[Fact] = []
     for m in _HYPHEN_NAME.finditer(text):
         a, b = m.span()
-        if not free(a, b):
+        if not taken.free(a, b):
             continue
         name = _hyphen_name(m.group(0))
         if name is not None:
-            take(a, b)
+            taken.take(a, b)
             found.append(Fact(FactKind.ENTITY, name, fold_text(name), a, a + len(name)))
+    return found
+
+
+def _digit_number_facts(text: str, taken: _Taken) -> list[Fact]:
+    found: list[Fact] = []
     for m in _NUMBER.finditer(text):
         a, b = m.span()
-        if not free(a, b):
+        if not taken.free(a, b):
             continue
         value = float(m.group("n").replace(",", "") + (m.group("frac") or ""))
         unit = _unit(m.group("unit"))
         if m.group("unit") and unit is None:
             b = m.start("sp")
-        take(a, b)
+        taken.take(a, b)
         found.append(_number_fact(text[a:b], a, b, value, unit))
+    return found
+
+
+def _word_number_facts(text: str, taken: _Taken) -> list[Fact]:
+    found: list[Fact] = []
     for m in _WORD_NUMBER.finditer(text):
         a, b = m.span()
-        if not free(a, b):
+        if not taken.free(a, b):
             continue
         after = re.match(r"\s*(" + _UNIT_ALTERNATION + r"|%)(?![a-zA-Z])", text[b:], re.IGNORECASE)
         unit = _unit(after.group(1)) if after else None
         if m.group("n").lower() == "one" and unit is None:
             continue  # "one of the replicas", "no one": not a count
         end = b + after.end() if after else b
-        take(a, end)
+        taken.take(a, end)
         found.append(_number_fact(text[a:end], a, end, float(_number_words(m)), unit))
+    return found
+
+
+def _one_unit_facts(text: str, taken: _Taken) -> list[Fact]:
+    found: list[Fact] = []
     for m in _ONE_UNIT.finditer(text):
         a, b = m.span()
-        if free(a, b):
-            take(a, b)
+        if taken.free(a, b):
+            taken.take(a, b)
             found.append(_number_fact(m.group(0), a, b, 1.0, _unit(m.group("unit"))))
+    return found
+
+
+def _zh_number_facts(text: str, taken: _Taken) -> list[Fact]:
+    found: list[Fact] = []
     for m in _ZH_NUMBER.finditer(text):
         a, b = m.span()
         number = zh_numeral(m.group("n"))
-        if number is None or not free(a, b):
+        if number is None or not taken.free(a, b):
             continue
         after = re.match(_ZH_UNITS, text[b:])
         unit = _unit(after.group(0)) if after else None
         end = b + (after.end() if after else 0)
-        take(a, end)
+        taken.take(a, end)
         found.append(_number_fact(text[a:end], a, end, float(number), unit))
+    return found
+
+
+def _word_facts(text: str, taken: _Taken, skip_first_word: bool) -> list[Fact]:
+    """Identifiers (letters with digits) and names (capitalised words)."""
+    found: list[Fact] = []
     for pattern, kind in ((_ALNUM, FactKind.IDENTIFIER), (_ENTITY, FactKind.ENTITY)):
         for m in pattern.finditer(text):
             a, b = m.span()
-            if not free(a, b):
+            if not taken.free(a, b):
                 continue
             word = m.group(0)
             if kind is FactKind.ENTITY:
@@ -392,15 +446,12 @@ def extract_facts(text: str, *, skip_first_word: bool = True) -> tuple[Fact, ...
                     continue
                 if simple and skip_first_word and _SENTENCE_START.search(text[:a]):
                     continue
-            take(a, b)
+            taken.take(a, b)
             key = fold_text(word)
             if kind is FactKind.ENTITY and len(key) > 3 and key.endswith("s") and word.isupper():
                 key = key[:-1]  # "SLOs" is the plural of "SLO"
             found.append(Fact(kind, word, key, a, b))
-    unique: dict[tuple[FactKind, str], Fact] = {}
-    for fact in sorted(found, key=lambda f: f.start):
-        unique.setdefault((fact.kind, fact.key), fact)
-    return tuple(unique.values())
+    return found
 
 
 # ------------------------------------------------------------------ matching

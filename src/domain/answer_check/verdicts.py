@@ -26,24 +26,24 @@ The rules are deterministic; a judge's opinion is applied by the use case (signa
 
 from __future__ import annotations
 
-import hashlib
 import re
-from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from lookup_knowledge.domain.answer_check.claims import Claim
+from lookup_knowledge.domain.answer_check.evidence import (
+    EvidenceText,
+    PreparedEvidence,
+)
 from lookup_knowledge.domain.answer_check.facts import (
     Fact,
     FactIndex,
     FactKind,
-    extract_facts,
     unit_base,
 )
 from lookup_knowledge.domain.answer_check.polarity import contradiction, is_directional
-from lookup_knowledge.domain.answer_check.sentences import sentence_spans
-from lookup_knowledge.domain.answer_check.text import Folded, find_folded, fold, fold_text
+from lookup_knowledge.domain.answer_check.text import find_folded, fold_text
 from lookup_knowledge.domain.answer_check.words import (
     STOP_WORDS,
     Stem,
@@ -54,10 +54,8 @@ from lookup_knowledge.domain.answer_check.words import (
     stem_units,
     swapped_words,
 )
-from lookup_knowledge.domain.projection import ELLIPSIS
 
 CHECKER_VERSION = "2"
-MAX_SPAN_SENTENCES = 3
 
 
 class Verdict(StrEnum):
@@ -120,102 +118,6 @@ class CheckThresholds:
             value = getattr(self, name)
             if isinstance(value, bool) or not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1")
-
-
-def _with_parts(words: list[str]) -> list[str]:
-    """Evidence words, a hyphenated one also by its parts ("aureus-infected" covers a
-    claim's "infected")."""
-    out = list(words)
-    for w in words:
-        if "-" in w or "_" in w or "." in w:
-            parts = w.replace("_", "-").replace(".", "-").split("-")
-            out.extend(p for p in parts if len(p) > 1 and not p.isdigit())
-    return out
-
-
-@dataclass(frozen=True, slots=True)
-class PreparedEvidence:
-    """One block's text as the agent saw it, analysed once per check."""
-
-    document_id: str
-    text: str
-    folded: Folded
-    units: frozenset[str]
-    facts: tuple[Fact, ...]
-    sentences: tuple[tuple[int, int, frozenset[str]], ...]
-
-    @classmethod
-    def of(cls, document_id: str, text: str, stem: Stem) -> PreparedEvidence:
-        folded = fold(text)  # once: sentences take their folded slices through ``origin``
-        spans = sentence_spans(text)
-        sentences = []
-        for a, b in spans:
-            fa, fb = bisect_left(folded.origin, a), bisect_left(folded.origin, b)
-            words = _with_parts(folded_content_words(folded.text[fa:fb]))
-            sentences.append((a, b, stem_units(words, stem)))
-        return cls(
-            document_id=document_id,
-            text=text,
-            folded=folded,
-            units=stem_units(_with_parts(folded_content_words(folded.text)), stem),
-            # a `code span` is one identifier, and the facts inside it count too
-            facts=extract_facts(text, skip_first_word=False)
-            + (extract_facts(text.replace("`", " "), skip_first_word=False) if "`" in text else ()),
-            sentences=tuple(sentences),
-        )
-
-    def folded_slice(self, start: int, end: int) -> str:
-        """The folded text of ``text[start:end]``."""
-        origin = self.folded.origin
-        return self.folded.text[bisect_left(origin, start) : bisect_left(origin, end)]
-
-    def best_span(self, units: frozenset[str]) -> tuple[int, int]:
-        """The sentence, or run of up to ``MAX_SPAN_SENTENCES`` adjacent sentences,
-        sharing the most units (see ``align``)."""
-        return self.align(units)[:2]
-
-    def align(self, units: frozenset[str]) -> tuple[int, int, frozenset[str], int]:
-        """(start, end, units, hits) of the span that best supports a claim with these
-        units: the sentence sharing the most, extended by an adjacent sentence only
-        while that adds at least two more shared units (a second sentence must earn
-        its place)."""
-        if not self.sentences:
-            return 0, len(self.text), self.units, len(units & self.units)
-        best_i, best_hits = 0, -1
-        for i, (_, _, own) in enumerate(self.sentences):
-            hits = len(units & own)
-            if hits > best_hits:
-                best_i, best_hits = i, hits
-        lo = hi = best_i
-        covered = self.sentences[best_i][2]
-        while hi - lo + 1 < MAX_SPAN_SENTENCES:
-            options = []
-            if lo > 0:
-                options.append((len(units & (covered | self.sentences[lo - 1][2])), lo - 1))
-            if hi + 1 < len(self.sentences):
-                options.append((len(units & (covered | self.sentences[hi + 1][2])), hi + 1))
-            if not options:
-                break
-            gained, at = max(options)
-            if gained < len(units & covered) + 2:
-                break
-            covered = covered | self.sentences[at][2]
-            lo, hi = min(lo, at), max(hi, at)
-        a, b = self.sentences[lo][0], self.sentences[hi][1]
-        while a < b and self.text[a].isspace():
-            a += 1
-        while b > a and self.text[b - 1].isspace():
-            b -= 1
-        return a, b, covered, len(units & covered)
-
-
-@dataclass(frozen=True, slots=True)
-class EvidenceText:
-    """What the checker has of a cited block: its shown text, or why there is none."""
-
-    document_id: str
-    prepared: PreparedEvidence | None
-    problem: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,6 +185,17 @@ def assess_claim(
         return ClaimVerdict(
             claim, cited, Verdict.INVALID_CITATION, tuple(c.describe() for c in invalid)
         )
+    usable, problems = _usable_evidence(cited, evidence)
+    if not usable:
+        why = problems or [f"{c.document_id}: no shown text available" for c in cited]
+        return ClaimVerdict(claim, cited, Verdict.UNSUPPORTED, tuple(dict.fromkeys(why)))
+    return _assess_text(claim, cited, usable, problems, stem, thresholds, cosine)
+
+
+def _usable_evidence(
+    cited: Sequence[CitationVerdict], evidence: Mapping[str, Sequence[EvidenceText]]
+) -> tuple[list[PreparedEvidence], list[str]]:
+    """The cited blocks whose shown text is known, and why the others are not."""
     usable: list[PreparedEvidence] = []
     problems: list[str] = []
     for c in cited:
@@ -291,10 +204,113 @@ def assess_claim(
                 usable.append(item.prepared)
             elif item.problem:
                 problems.append(f"{c.document_id}: {item.problem}")
-    if not usable:
-        why = problems or [f"{c.document_id}: no shown text available" for c in cited]
-        return ClaimVerdict(claim, cited, Verdict.UNSUPPORTED, tuple(dict.fromkeys(why)))
+    return usable, problems
 
+
+@dataclass(frozen=True, slots=True)
+class _Alignment:
+    """Every usable block aligned to the claim on its own, and the best of them."""
+
+    aligned: list[tuple[PreparedEvidence, int, int, frozenset[str], int]]
+    best: PreparedEvidence
+    start: int
+    end: int
+
+    @property
+    def text(self) -> str:
+        return self.best.text[self.start : self.end]
+
+
+def _align(units: frozenset[str], usable: Sequence[PreparedEvidence]) -> _Alignment:
+    aligned = [(p, *p.align(units)) for p in usable]
+    best, start, end, _, _ = max(aligned, key=lambda x: (x[4], -aligned.index(x)))
+    return _Alignment(aligned, best, start, end)
+
+
+def _assess_text(
+    claim: Claim,
+    cited: tuple[CitationVerdict, ...],
+    usable: list[PreparedEvidence],
+    problems: list[str],
+    stem: Stem,
+    thresholds: CheckThresholds,
+    cosine: Mapping[str, float] | None,
+) -> ClaimVerdict:
+    """Steps 4 and 5 of the module docstring, on the cited blocks whose text is known."""
+    quote_matches, reasons = _match_quotes(claim, usable)
+    units = stem_units(claim.content, stem)
+    alignment = _align(units, usable)
+    missing, conflicts, fact_reasons = _fact_misses(claim, alignment, usable, stem)
+    reasons.extend(fact_reasons)
+    union = frozenset().union(*(p.units for p in usable))
+    rare_missing, rare = _rare_word_misses(claim, alignment.text, union, stem)
+    missing.extend(rare_missing)
+
+    # Coverage is the one check read on the cited blocks, not the span: a claim may take
+    # its subject from a heading and its value from a listing line (the span alone would
+    # miss the former); what the span must hold is checked above.
+    score = coverage(units, union)
+    similarity = None
+    if cosine:
+        known = [cosine[p.document_id] for p in usable if p.document_id in cosine]
+        similarity = max(known) if known else None
+    enough = score >= thresholds.min_coverage or (
+        similarity is not None
+        and similarity >= thresholds.min_cosine
+        and score >= thresholds.min_coverage_with_cosine
+    )
+    if not enough:
+        detail = f"coverage {score:.2f} < {thresholds.min_coverage:.2f}"
+        if similarity is not None:
+            detail += f", cosine {similarity:.2f}"
+        reasons.append(f"the cited evidence does not cover the claim's words ({detail})")
+    if score >= thresholds.min_coverage or not enough:
+        reasons.extend(rare)  # not when the embedder's cosine carried a paraphrase
+    else:
+        missing = [f for f in missing if f.start or f.end]
+    aligned_span = SupportSpan(
+        alignment.best.document_id, alignment.start, alignment.end, round(score, 4)
+    )
+    opposite = contradiction(bare_text(claim), alignment.text, stem)
+    if opposite is not None:
+        conflicts.insert(0, opposite.describe())
+    if conflicts or reasons:
+        return ClaimVerdict(
+            claim,
+            cited,
+            Verdict.CONTRADICTED if conflicts else Verdict.UNSUPPORTED,
+            tuple(conflicts + reasons + problems),
+            quotes=tuple(quote_matches),
+            coverage=score,
+            cosine=similarity,
+            missing=tuple(f.text for f in missing),
+            span=aligned_span,
+            span_text=alignment.text,
+        )
+    located: tuple[str, int, int] = (alignment.best.document_id, alignment.start, alignment.end)
+    for q in quote_matches:
+        if q.document_id is not None and q.start is not None and q.end is not None:
+            located = (q.document_id, q.start, q.end)
+            break
+    return ClaimVerdict(
+        claim,
+        cited,
+        Verdict.SUPPORTED,
+        (),
+        support=SupportSpan(*located, round(max(score, similarity or 0.0), 4)),
+        quotes=tuple(quote_matches),
+        coverage=score,
+        cosine=similarity,
+        span=aligned_span,
+        span_text=alignment.text,
+    )
+
+
+def _match_quotes(
+    claim: Claim, usable: Sequence[PreparedEvidence]
+) -> tuple[list[QuoteMatch], list[str]]:
+    """Where each quote of the claim occurs (in *its* block when it names one), and a
+    reason for each that occurs in no cited block."""
     reasons: list[str] = []
     quote_matches: list[QuoteMatch] = []
     for quote in claim.quotes:
@@ -310,11 +326,15 @@ def assess_claim(
             reasons.append(f'quote not found in the {place}: "{_short(quote.text)}"')
             match = QuoteMatch(quote.text, None)
         quote_matches.append(match)
+    return quote_matches, reasons
 
-    units = stem_units(claim.content, stem)
-    aligned = [(p, *p.align(units)) for p in usable]
-    best, span_a, span_b, _, _ = max(aligned, key=lambda x: (x[4], -aligned.index(x)))
-    span_text = best.text[span_a:span_b]
+
+def _fact_misses(
+    claim: Claim, alignment: _Alignment, usable: Sequence[PreparedEvidence], stem: Stem
+) -> tuple[list[Fact], list[str], list[str]]:
+    """(missing facts, conflicts, reasons): numbers must stand in an aligned span, every
+    other fact in some cited block."""
+    aligned = alignment.aligned
     # every cited block (or version of one) is aligned on its own; numbers count where
     # they stand in some block's aligned span
     span_facts = [f for p, a, b, _, _ in aligned for f in p.facts if a <= f.start and f.end <= b]
@@ -324,6 +344,7 @@ def assess_claim(
     )
     missing: list[Fact] = []
     conflicts: list[str] = []
+    reasons: list[str] = []
     for fact in claim.facts:
         if fact.kind is FactKind.NUMBER:
             if span_index.contains(fact):
@@ -348,7 +369,15 @@ def assess_claim(
         elif not index.contains(fact):
             missing.append(fact)
             reasons.append(f"{_describe_fact(fact)} is not in the cited evidence")
-    union = frozenset().union(*(p.units for p in usable))
+    return missing, conflicts, reasons
+
+
+def _rare_word_misses(
+    claim: Claim, span_text: str, union: frozenset[str], stem: Stem
+) -> tuple[list[Fact], list[str]]:
+    """A rare claim word the span replaces in place by another, and a technical name no
+    cited block holds: each a missing "fact" and a reason (applied by the caller only
+    when the words, not an embedder's cosine, carried the claim)."""
     in_facts = " ".join(fold_text(f.text) for f in claim.facts)
     attribution = {
         w.lower()
@@ -357,6 +386,7 @@ def assess_claim(
         if g
         for w in g.split()
     }
+    missing: list[Fact] = []
     rare: list[str] = []
     span_words = folded_content_words(fold_text(span_text))
     for word, said in swapped_words(claim.content, span_words, stem):
@@ -373,64 +403,7 @@ def assess_claim(
         if stem([word])[0] not in union and word not in in_facts:
             missing.append(Fact(FactKind.ENTITY, word, word, 0, 0))
             rare.append(f'name "{word}" is not in the cited evidence')
-
-    # Coverage is the one check read on the cited blocks, not the span: a claim may take
-    # its subject from a heading and its value from a listing line (the span alone would
-    # miss the former); what the span must hold is checked above.
-    score = coverage(units, union)
-    similarity = None
-    if cosine:
-        known = [cosine[p.document_id] for p in usable if p.document_id in cosine]
-        similarity = max(known) if known else None
-    enough = score >= thresholds.min_coverage or (
-        similarity is not None
-        and similarity >= thresholds.min_cosine
-        and score >= thresholds.min_coverage_with_cosine
-    )
-    if not enough:
-        detail = f"coverage {score:.2f} < {thresholds.min_coverage:.2f}"
-        if similarity is not None:
-            detail += f", cosine {similarity:.2f}"
-        reasons.append(f"the cited evidence does not cover the claim's words ({detail})")
-    if score >= thresholds.min_coverage or not enough:
-        reasons.extend(rare)  # not when the embedder's cosine carried a paraphrase
-    else:
-        missing = [f for f in missing if f.start or f.end]
-    aligned_span = SupportSpan(best.document_id, span_a, span_b, round(score, 4))
-    opposite = contradiction(bare_text(claim), span_text, stem)
-    if opposite is not None:
-        conflicts.insert(0, opposite.describe())
-    shown_score = round(max(score, similarity or 0.0), 4)
-    if conflicts or reasons:
-        return ClaimVerdict(
-            claim,
-            cited,
-            Verdict.CONTRADICTED if conflicts else Verdict.UNSUPPORTED,
-            tuple(conflicts + reasons + problems),
-            quotes=tuple(quote_matches),
-            coverage=score,
-            cosine=similarity,
-            missing=tuple(f.text for f in missing),
-            span=aligned_span,
-            span_text=span_text,
-        )
-    located: tuple[str, int, int] = (best.document_id, span_a, span_b)
-    for q in quote_matches:
-        if q.document_id is not None and q.start is not None and q.end is not None:
-            located = (q.document_id, q.start, q.end)
-            break
-    return ClaimVerdict(
-        claim,
-        cited,
-        Verdict.SUPPORTED,
-        (),
-        support=SupportSpan(*located, shown_score),
-        quotes=tuple(quote_matches),
-        coverage=score,
-        cosine=similarity,
-        span=aligned_span,
-        span_text=span_text,
-    )
+    return missing, rare
 
 
 # "The runbook says", "according to the guide": who says it is not what is said.
@@ -555,27 +528,3 @@ def worst_verdict(verdicts: Sequence[Verdict]) -> Verdict:
     """The most severe of these verdicts (``SEVERITY``); ``supported`` for none."""
     present = set(verdicts)
     return next(v for v in SEVERITY if v in present or v is Verdict.SUPPORTED)
-
-
-def content_hash(text: str) -> str:
-    """The hash the audit store keeps of a shown block (sha256 of its UTF-8 text)."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def shown_text_from(current: str, expected_hash: str) -> str | None:
-    """The text the agent was shown, rebuilt from a block's current full text, or None.
-
-    A block was shown whole, stripped, or cut to a budget with an ellipsis (see
-    ``domain.projection``); the one candidate whose hash is ``expected_hash`` is the text
-    shown. None means the block changed since it was shown.
-    """
-    if content_hash(current) == expected_hash:
-        return current
-    stripped = current.strip()
-    if content_hash(stripped) == expected_hash:
-        return stripped
-    for cut in range(max(len(stripped) - 1, 0), -1, -1):
-        candidate = stripped[:cut] + ELLIPSIS
-        if content_hash(candidate) == expected_hash:
-            return candidate
-    return None

@@ -152,7 +152,7 @@ def test_lookup_succeeds_while_the_audit_database_is_down(tmp_path: Path) -> Non
     result = lookup.execute("how are refunds issued?", session_id=sid)
 
     assert result.found
-    assert result.record_outcome is RecordOutcome.SPOOLED
+    assert result.record_outcome is RecordOutcome.JOURNALED_OFFLINE
     assert recorder.pending_count(sid) == 1
     assert recorder.failure_count() >= 1
     recorder.close()

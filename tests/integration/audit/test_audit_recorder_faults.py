@@ -103,7 +103,7 @@ def test_outage_loses_nothing_and_keeps_order(db: Database, tmp_path: Path) -> N
     after = [recorder.record(r) for r in records[8:]]
 
     assert before == [RecordOutcome.COMMITTED] * 3
-    assert during == [RecordOutcome.SPOOLED] * 5
+    assert during == [RecordOutcome.JOURNALED_OFFLINE] * 5
     assert after == [RecordOutcome.COMMITTED] * 2
     assert recorder.pending_count() == 0
     assert stored(db.direct, sid) == [(r.id, i) for i, r in enumerate(records, 1)]
@@ -121,7 +121,7 @@ def test_flush_waits_for_the_database_to_come_back(db: Database, tmp_path: Path)
     recorder = recorder_for(db.engine, tmp_path / "spool")
     db.outage.go_away()
     try:
-        assert recorder.record(invocation(sid)) is RecordOutcome.SPOOLED
+        assert recorder.record(invocation(sid)) is RecordOutcome.JOURNALED_OFFLINE
         assert recorder.flush(sid, timeout_s=0.1) is False
         assert recorder.pending_count(sid) == 1
     finally:
@@ -157,7 +157,7 @@ def test_startup_replays_a_journal_left_by_a_previous_process(db: Database, tmp_
     spool = tmp_path / "spool"
     first = recorder_for(db.engine, spool, prepare=database_down)  # its database is away
     records = [invocation(sid, documents=[f"x{i}#chunk-0"]) for i in range(4)]
-    assert [first.record(r) for r in records] == [RecordOutcome.SPOOLED] * 4
+    assert [first.record(r) for r in records] == [RecordOutcome.JOURNALED_OFFLINE] * 4
     first.close()  # the process ends with records still spooled
     assert len(journal_files(spool)) == 1
 
@@ -329,7 +329,7 @@ def test_a_record_the_database_always_refuses_is_set_aside_not_retried_forever(
     try:
         recorder = recorder_for(db.engine, spool)
         poison = replace(invocation(sid), query="poison")
-        assert recorder.record(poison) is RecordOutcome.SPOOLED
+        assert recorder.record(poison) is RecordOutcome.JOURNALED_OFFLINE
         ok = invocation(sid)
         assert recorder.record(ok) is RecordOutcome.COMMITTED  # the queue moved on
     finally:
@@ -455,7 +455,7 @@ def test_every_text_field_is_cleaned_of_what_a_database_refuses(
     later = replace(dirty, id=invocation(sid).id, query="later\ud800")
     db.outage.go_away()
     try:
-        assert recorder.record(later) is RecordOutcome.SPOOLED
+        assert recorder.record(later) is RecordOutcome.JOURNALED_OFFLINE
     finally:
         db.outage.come_back()
     assert recorder.flush(timeout_s=10) is True
@@ -557,8 +557,8 @@ def test_records_in_another_process_live_journal_are_pending_for_a_verifier(
     elsewhere = recorder_for(db.engine, tmp_path / "elsewhere")
     assert elsewhere.record(acked_late) is RecordOutcome.COMMITTED  # in the database...
     elsewhere.close()
-    assert server.record(shown) is RecordOutcome.SPOOLED
-    assert server.record(acked_late) is RecordOutcome.SPOOLED  # ...and in the live spool
+    assert server.record(shown) is RecordOutcome.JOURNALED_OFFLINE
+    assert server.record(acked_late) is RecordOutcome.JOURNALED_OFFLINE  # ...and in the live spool
     [live] = journal_files(spool)
     with open(live, "a", encoding="ascii") as out:
         out.write('0badc0de {"half a line')  # damaged / half-written: tolerated
@@ -617,7 +617,7 @@ def test_an_idle_recorder_replays_its_journal_once_the_backoff_is_over(
     db.outage.go_away()
     try:
         spooled = invocation(sid)
-        assert recorder.record(spooled) is RecordOutcome.SPOOLED
+        assert recorder.record(spooled) is RecordOutcome.JOURNALED_OFFLINE
     finally:
         db.outage.come_back()
     failures = recorder.failure_count()
@@ -649,9 +649,9 @@ def test_a_record_that_arrives_after_close_is_kept_for_the_next_recorder(
     late = invocation(sid, documents=["c1#chunk-0"])
     db.outage.go_away()
     try:
-        assert recorder.record(before) is RecordOutcome.SPOOLED
+        assert recorder.record(before) is RecordOutcome.JOURNALED_OFFLINE
         recorder.close()
-        assert recorder.record(late) is RecordOutcome.SPOOLED  # durable, not an error
+        assert recorder.record(late) is RecordOutcome.JOURNALED_OFFLINE  # durable, not an error
         assert recorder.pending_count(sid) == 2
         assert len(journal_files(spool)) == 2  # its own file: no live spool to append to
         assert recorder.flush(sid, timeout_s=0) is False

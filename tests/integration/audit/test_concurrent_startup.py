@@ -124,7 +124,7 @@ def test_auto_migrate_starts_while_postgres_is_down_then_replays(
         with caplog.at_level("WARNING"), create_app(overrides=overrides) as app:
             result = app.lookup_result("while down", session_id="down")
             assert result.record_outcome is not None
-            assert result.record_outcome.value == "spooled"
+            assert result.record_outcome.value == "journaled_offline"
             warnings = [r for r in caplog.records if "unreachable" in r.getMessage()]
             assert len(warnings) == 1
             proxy.start()

@@ -76,7 +76,7 @@ def test_a_journal_for_another_database_is_never_moved_into_this_one(
     spool = tmp_path / "spool"
     first = recorder(other, spool, prepare=database_down)  # its database is away
     records = [invocation(sid, documents=[f"x{i}#chunk-0"]) for i in range(3)]
-    assert [first.record(r) for r in records] == [RecordOutcome.SPOOLED] * 3
+    assert [first.record(r) for r in records] == [RecordOutcome.JOURNALED_OFFLINE] * 3
     first.close()
     [left] = journal_files(spool)
 
@@ -166,7 +166,7 @@ def test_a_record_journalled_for_an_unreachable_postgresql_stays_out_of_the_defa
 
     with create_app(overrides=common) as default:
         assert default.audit.list_invocations(InvocationFilter(session_id="pg-outage")).items == ()
-        spool = {c.name: c for c in default.health().components}["audit spool"]
+        spool = {c.name: c for c in default.health().components}["audit journal"]
         assert "1 record(s) in journals of another audit database" in spool.detail
     assert len(journal_files(data / "audit-journal")) == 1  # left for the PostgreSQL process
 

@@ -401,3 +401,25 @@ def test_chart_ticks_are_not_rounded_away() -> None:
     assert [t["label"] for t in share["ticks"]] == ["0%", "12.5%", "25%", "37.5%", "50%"]
     calls = chart("Invocations", [(at, 3.0)], CALLS, "")
     assert [t["label"] for t in calls["ticks"]] == ["0", "1", "2", "3", "4"]
+
+
+def test_an_audit_store_failure_has_one_status_on_the_console_and_the_rest_api(
+    client: TestClient, lookup_app: LookupApp
+) -> None:
+    from dependency_injector import providers
+
+    from lookup_knowledge.domain.errors import AuditError
+
+    class BrokenStore:
+        def __getattr__(self, name: str) -> object:
+            def fail(*_: object, **__: object) -> object:
+                raise AuditError("the audit store failed")
+
+            return fail
+
+    with lookup_app._container.audit_queries.override(providers.Object(BrokenStore())):
+        page = client.get("/")
+        rest = client.get("/v1/sessions")
+    assert page.status_code == rest.status_code == 500  # both from problems.status_of
+    assert "text/html" in page.headers["content-type"]
+    assert rest.json()["code"] == "audit_error"

@@ -55,7 +55,7 @@ def test_a_check_that_does_not_answer_is_reported_failing_within_the_bound(
     assert not report.ok
     assert by_name["knowledge search"].detail == "no answer within 0.2 s"
     assert by_name["audit store"].ok
-    assert by_name["audit spool"].ok
+    assert by_name["audit journal"].ok
     assert report.spool_pending == 0
 
 

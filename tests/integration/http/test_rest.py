@@ -167,9 +167,10 @@ def test_probes_and_openapi(client: TestClient) -> None:
     assert client.get("/healthz").json() == {"status": "ok"}
     ready = client.get("/readyz").json()
     assert ready["status"] == "ready"
-    assert set(ready["checks"]) == {"knowledge search", "audit store", "audit spool"}
+    assert set(ready["checks"]) == {"knowledge search", "audit store", "audit journal"}
     assert all(c["ok"] for c in ready["checks"].values())
     assert ready["spool_pending"] == 0
+    assert ready["journal_pending"] == 0  # the new name beside the old one
     paths = client.get("/openapi.json").json()["paths"]
     assert {
         "/v1/lookup",

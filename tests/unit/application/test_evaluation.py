@@ -292,9 +292,9 @@ def test_recording_switched_off_is_a_configuration_error() -> None:
         harness.run_eval().execute(dataset(), [EvalConfiguration("s", sparse_config())])
 
 
-def test_records_stuck_in_the_spool_fail_the_eval(harness: Harness) -> None:
+def test_records_stuck_in_the_journal_fail_the_eval(harness: Harness) -> None:
     harness.recorder.available = False
-    with pytest.raises(AuditError, match="spool"):
+    with pytest.raises(AuditError, match="journal"):
         harness.run_eval().execute(dataset(), [EvalConfiguration("s", sparse_config())])
 
 

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
     from lookup_knowledge.adapters.config import Settings
     from lookup_knowledge.adapters.evaluation.beir import BeirDataset
+    from lookup_knowledge.adapters.local_server import RunningServer
     from lookup_knowledge.application.evaluation import EvalReport
     from lookup_knowledge.application.evaluation.values import CalibrationBin
 
@@ -206,95 +207,115 @@ def _show_run(report: EvalReport, written: list[Path]) -> None:
     out.print(f"audit sessions: {', '.join(c.session_id for c in report.configurations)}")
 
 
+# The options of ``eval run``, one alias each, so the signature reads as a list.
+_DatasetArgument = Annotated[
+    Path,
+    typer.Argument(
+        help="BEIR dataset folder: corpus.jsonl[.gz], queries.jsonl, qrels/<split>.tsv.",
+        file_okay=False,
+    ),
+]
+_ConfigOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--config",
+        "-C",
+        help="A configuration to compare (repeatable): "
+        + ", ".join(ATOMS)
+        + "; join atoms with + (hybrid+cap-1).",
+    ),
+]
+_PresetOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="Comma-separated groups of configurations: "
+        + "; ".join(f"{k} = {', '.join(v)}" for k, v in PRESETS.items())
+        + ". Default (no --config, no --preset): modes."
+    ),
+]
+_SplitOption = Annotated[
+    str | None, typer.Option(help="qrels split (qrels/<split>.tsv); default: the only one.")
+]
+_QrelsOption = Annotated[
+    Path | None, typer.Option(help="A qrels file instead of qrels/<split>.tsv.", dir_okay=False)
+]
+_LimitQueriesOption = Annotated[
+    int | None, typer.Option(min=1, help="Run only the first N judged queries.")
+]
+_CorpusSampleOption = Annotated[
+    int | None,
+    typer.Option(
+        min=0,
+        help="Restrict the corpus to the judged documents of the queries run plus N others "
+        "(a separate collection; for quick runs).",
+    ),
+]
+_TitleInTextOption = Annotated[
+    bool,
+    typer.Option(
+        "--title-in-text",
+        help="Index each entry's title in front of its text (BM25 then sees the title, "
+        "as in BEIR's baseline); a separate collection.",
+    ),
+]
+_OutOption = Annotated[
+    Path | None,
+    typer.Option(help="Folder for the JSON, PNG and HTML (default: <data-dir>/eval)."),
+]
+_EmbedderOption = Annotated[str | None, typer.Option(help=EMBEDDER_HELP)]
+_DataDirOption = Annotated[
+    Path | None, typer.Option(help="Data directory (Milvus Lite file, SQLite audit).")
+]
+_CollectionOption = Annotated[
+    str | None,
+    typer.Option(help="Eval collection (default eval_<dataset>_<embedder>); synced to the corpus."),
+]
+_SetOption = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Setting for every configuration, key=value (repeatable)."),
+]
+_ReturnNOption = Annotated[
+    int, typer.Option(min=1, help="Evidence blocks per lookup (the eval depth).")
+]
+_RetrieveKOption = Annotated[
+    int, typer.Option(min=1, help="Candidates asked of the search engine.")
+]
+_ChartOption = Annotated[ChartFormat, typer.Option(help="Chart files to write.")]
+_SkipIngestOption = Annotated[
+    bool, typer.Option("--skip-ingest", help="The collection is already loaded; do not ingest.")
+]
+_AsJsonOption = Annotated[bool, typer.Option("--json", help="Print the report as JSON.")]
+_UnanswerableOption = Annotated[
+    list[Path] | None,
+    typer.Option(
+        help="Questions the corpus cannot answer (repeatable): a queries .jsonl file, or "
+        "another BEIR folder (its judged queries). Reported: the abstention rate "
+        "(no_evidence) beside the found rate of the answerable queries.",
+    ),
+]
+
+
 def run(
     ctx: typer.Context,
-    dataset: Annotated[
-        Path,
-        typer.Argument(
-            help="BEIR dataset folder: corpus.jsonl[.gz], queries.jsonl, qrels/<split>.tsv.",
-            file_okay=False,
-        ),
-    ],
-    config: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--config",
-            "-C",
-            help="A configuration to compare (repeatable): "
-            + ", ".join(ATOMS)
-            + "; join atoms with + (hybrid+cap-1).",
-        ),
-    ] = None,
-    preset: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="Comma-separated groups of configurations: "
-            + "; ".join(f"{k} = {', '.join(v)}" for k, v in PRESETS.items())
-            + ". Default (no --config, no --preset): modes."
-        ),
-    ] = None,
-    split: Annotated[
-        str | None, typer.Option(help="qrels split (qrels/<split>.tsv); default: the only one.")
-    ] = None,
-    qrels: Annotated[
-        Path | None, typer.Option(help="A qrels file instead of qrels/<split>.tsv.", dir_okay=False)
-    ] = None,
-    limit_queries: Annotated[
-        int | None, typer.Option(min=1, help="Run only the first N judged queries.")
-    ] = None,
-    corpus_sample: Annotated[
-        int | None,
-        typer.Option(
-            min=0,
-            help="Restrict the corpus to the judged documents of the queries run plus N others "
-            "(a separate collection; for quick runs).",
-        ),
-    ] = None,
-    title_in_text: Annotated[
-        bool,
-        typer.Option(
-            "--title-in-text",
-            help="Index each entry's title in front of its text (BM25 then sees the title, "
-            "as in BEIR's baseline); a separate collection.",
-        ),
-    ] = False,
-    out: Annotated[
-        Path | None,
-        typer.Option(help="Folder for the JSON, PNG and HTML (default: <data-dir>/eval)."),
-    ] = None,
-    embedder: Annotated[str | None, typer.Option(help=EMBEDDER_HELP)] = None,
-    data_dir: Annotated[
-        Path | None, typer.Option(help="Data directory (Milvus Lite file, SQLite audit).")
-    ] = None,
-    collection: Annotated[
-        str | None,
-        typer.Option(
-            help="Eval collection (default eval_<dataset>_<embedder>); synced to the corpus."
-        ),
-    ] = None,
-    set_: Annotated[
-        list[str] | None,
-        typer.Option("--set", help="Setting for every configuration, key=value (repeatable)."),
-    ] = None,
-    return_n: Annotated[
-        int, typer.Option(min=1, help="Evidence blocks per lookup (the eval depth).")
-    ] = 20,
-    retrieve_k: Annotated[
-        int, typer.Option(min=1, help="Candidates asked of the search engine.")
-    ] = 50,
-    chart: Annotated[ChartFormat, typer.Option(help="Chart files to write.")] = ChartFormat.both,
-    skip_ingest: Annotated[
-        bool, typer.Option("--skip-ingest", help="The collection is already loaded; do not ingest.")
-    ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
-    unanswerable: Annotated[
-        list[Path] | None,
-        typer.Option(
-            help="Questions the corpus cannot answer (repeatable): a queries .jsonl file, or "
-            "another BEIR folder (its judged queries). Reported: the abstention rate "
-            "(no_evidence) beside the found rate of the answerable queries.",
-        ),
-    ] = None,
+    dataset: _DatasetArgument,
+    config: _ConfigOption = None,
+    preset: _PresetOption = None,
+    split: _SplitOption = None,
+    qrels: _QrelsOption = None,
+    limit_queries: _LimitQueriesOption = None,
+    corpus_sample: _CorpusSampleOption = None,
+    title_in_text: _TitleInTextOption = False,
+    out: _OutOption = None,
+    embedder: _EmbedderOption = None,
+    data_dir: _DataDirOption = None,
+    collection: _CollectionOption = None,
+    set_: _SetOption = None,
+    return_n: _ReturnNOption = 20,
+    retrieve_k: _RetrieveKOption = 50,
+    chart: _ChartOption = ChartFormat.both,
+    skip_ingest: _SkipIngestOption = False,
+    as_json: _AsJsonOption = False,
+    unanswerable: _UnanswerableOption = None,
 ) -> None:
     """Ingest a BEIR corpus, run its judged queries under each configuration, score them."""
     from lookup_knowledge.adapters.api import create_app
@@ -325,31 +346,22 @@ def run(
     _announce(err, beir, plan)
     server = server_holding_store(plan.settings)
     if server is not None:
-        # The server holds the Milvus Lite file: it runs the eval (no progress bar).
-        error_line(f"note: through {server.describe()}, which holds the Milvus Lite file")
-        root = _root_params(ctx)
-        answer: dict[str, Any] = call_server(
-            server,
-            "eval",
-            {
-                "dataset": str(dataset.resolve()),
-                "split": split,
-                "qrels": None if qrels is None else str(qrels.resolve()),
-                "limit_queries": limit_queries,
-                "corpus_sample": corpus_sample,
-                "title_in_text": title_in_text,
-                "names": names,
-                "base": base,
-                "depth": depth_overrides(return_n, retrieve_k),
-                "collection": collection,
-                "config_file": None if root.get("config") is None else str(root["config"]),
-                "data_dir": str(plan.settings.data_dir),
-                "embedder": embedder,
-                "skip_ingest": skip_ingest,
-                "unanswerable": [str(p.resolve()) for p in unanswerable or ()],
-            },
-        )
-        report, data = eval_report_from_dict(answer["report"]), answer["data"]
+        request = {
+            "dataset": str(dataset.resolve()),
+            "split": split,
+            "qrels": None if qrels is None else str(qrels.resolve()),
+            "limit_queries": limit_queries,
+            "corpus_sample": corpus_sample,
+            "title_in_text": title_in_text,
+            "names": names,
+            "base": base,
+            "depth": depth_overrides(return_n, retrieve_k),
+            "collection": collection,
+            "embedder": embedder,
+            "skip_ingest": skip_ingest,
+            "unanswerable": [str(p.resolve()) for p in unanswerable or ()],
+        }
+        report, data = _eval_on_server(server, ctx, plan, request)
     else:
         with create_app(plan.settings) as lookup_app, ProgressBar(err) as bar:
             report = lookup_app.eval_runner().execute(
@@ -361,6 +373,24 @@ def run(
         print_json(data)
     else:
         _show_run(report, written)
+
+
+def _eval_on_server(
+    server: RunningServer, ctx: typer.Context, plan: _Plan, request: dict[str, Any]
+) -> tuple[EvalReport, dict[str, Any]]:
+    """The server holds the Milvus Lite file: it runs the eval (no progress bar)."""
+    error_line(f"note: through {server.describe()}, which holds the Milvus Lite file")
+    root = _root_params(ctx)
+    answer: dict[str, Any] = call_server(
+        server,
+        "eval",
+        {
+            **request,
+            "config_file": None if root.get("config") is None else str(root["config"]),
+            "data_dir": str(plan.settings.data_dir),
+        },
+    )
+    return eval_report_from_dict(answer["report"]), answer["data"]
 
 
 def run_for_cli(body: dict[str, Any]) -> dict[str, Any]:

@@ -3,8 +3,9 @@
 Read top to bottom, ``IngestDocuments.execute`` is the whole flow:
 
     ensure the collection (embedder identity and dimension) -> read what the store
-    holds (doc_id -> content hash, owning source) -> the source binds its name -> refuse
-    documents another source owns (``IngestConflict``, before anything is written) ->
+    holds (doc_id -> content hash, owning source) -> the source resolved against it
+    (``bound``: its name and namespace) -> refuse documents another source owns
+    (``IngestConflict``, before anything is written) ->
     for each loaded document: unchanged (same hash) -> skip; otherwise chunk -> collect a
     sort window of chunks across documents -> embed them shortest first in embed batches
     -> write in write batches -> (sync) delete documents of this source
@@ -36,12 +37,20 @@ need no delete, which keeps a first bulk ingest close to raw insert speed.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from lookup_knowledge.application.ingest.values import (
+    PENDING_HASH,
+    IngestConfig,
+    IngestPlan,
+    IngestProgress,
+    IngestReport,
+    ProgressCallback,
+    document_hash,
+    embedding_input,
+)
 from lookup_knowledge.application.ports import (
     Chunk,
     Chunker,
@@ -51,15 +60,13 @@ from lookup_knowledge.application.ports import (
     DocumentSource,
     Embedder,
     KnowledgeStore,
-    LoadedDocument,
     SourceDocument,
     StoredDocument,
     doc_key_parts,
     shown_doc_key,
-    validate_source_name,
 )
 from lookup_knowledge.application.tool import MAX_INT
-from lookup_knowledge.domain.access import NO_ACL, DocumentAccess, storage_key
+from lookup_knowledge.domain.access import NO_ACL, storage_key
 from lookup_knowledge.domain.errors import (
     EmbeddingError,
     IngestConflict,
@@ -68,199 +75,6 @@ from lookup_knowledge.domain.errors import (
 )
 
 logger = logging.getLogger(__name__)
-
-#: Bumped when the way rows are derived from a document changes, so that every
-#: document is rewritten once by the next ingest.
-ROW_FORMAT_VERSION = 1
-#: The content hash a new document's chunk 0 carries until all its chunks are written.
-PENDING_HASH = "pending"
-
-
-class StaticDocumentSource(DocumentSource):
-    """Documents a host already holds in memory (and tests)."""
-
-    def __init__(
-        self,
-        documents: Sequence[LoadedDocument],
-        *,
-        prefix: str = "",
-        source_name: str = "host",
-        access: DocumentAccess = NO_ACL,
-    ) -> None:
-        self._documents = list(documents)
-        self._prefix = prefix
-        self._name = validate_source_name(source_name)
-        self._access = access
-
-    @property
-    def source_name(self) -> str:
-        return self._name
-
-    @property
-    def default_access(self) -> DocumentAccess:
-        return self._access
-
-    def doc_ids(self) -> list[str]:
-        return [d.doc_id for d in self._documents if isinstance(d, SourceDocument)]
-
-    def documents(self) -> Iterator[LoadedDocument]:
-        yield from self._documents
-
-    def estimated_count(self) -> int:
-        return len(self._documents)
-
-    def in_scope(self, doc_id: str) -> bool:
-        return doc_id.startswith(self._prefix)
-
-
-# --------------------------------------------------------------------------- progress, report
-
-
-@dataclass(frozen=True, slots=True)
-class IngestProgress:
-    """One progress event. ``phase``: scan, write, sync or done."""
-
-    phase: str
-    documents_done: int
-    documents_total: int | None
-    chunks_written: int
-    current: str = ""
-
-
-ProgressCallback = Callable[[IngestProgress], None]
-
-
-@dataclass(frozen=True, slots=True)
-class IngestPlan:
-    """What a run does (or, dry-run, would do) by doc_id. ``deleted`` holds the
-    documents ``sync`` removes and those that became empty; ``conflicts`` the
-    (doc_id, owning source) pairs that refuse the run."""
-
-    added: tuple[str, ...] = ()
-    updated: tuple[str, ...] = ()
-    deleted: tuple[str, ...] = ()
-    conflicts: tuple[tuple[str, str], ...] = ()
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "added": list(self.added),
-            "updated": list(self.updated),
-            "deleted": list(self.deleted),
-            "conflicts": [{"docId": d, "owner": o} for d, o in self.conflicts],
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class IngestReport:
-    documents_seen: int
-    added: int
-    updated: int
-    unchanged: int
-    empty: int
-    deleted: int
-    chunks_written: int
-    chunks_deleted: int
-    failures: tuple[DocumentLoadFailure, ...] = ()
-    duration_ms: float = 0.0
-    source_name: str = ""
-    dry_run: bool = False
-    #: Set on a dry run: what would be added, updated, deleted (nothing was written).
-    plan: IngestPlan | None = None
-    #: Advice from the store for the operator (``KnowledgeStore.notices``).
-    notices: tuple[str, ...] = ()
-
-    @property
-    def wrote_nothing(self) -> bool:
-        return self.chunks_written == 0 and self.chunks_deleted == 0
-
-    @property
-    def failed(self) -> int:
-        """Documents that could not be ingested (each in ``failures`` with its reason)."""
-        return len(self.failures)
-
-    def as_dict(self) -> dict[str, object]:
-        out: dict[str, object] = {
-            "sourceName": self.source_name,
-            "dryRun": self.dry_run,
-            "documentsSeen": self.documents_seen,
-            "added": self.added,
-            "updated": self.updated,
-            "unchanged": self.unchanged,
-            "empty": self.empty,
-            "deleted": self.deleted,
-            "chunksWritten": self.chunks_written,
-            "chunksDeleted": self.chunks_deleted,
-            "failures": [
-                {"source": f.source, "docId": f.doc_id, "reason": f.reason} for f in self.failures
-            ],
-            "durationMs": round(self.duration_ms, 3),
-        }
-        if self.plan is not None:
-            out["plan"] = self.plan.as_dict()
-        if self.notices:
-            out["notices"] = list(self.notices)
-        return out
-
-
-@dataclass(frozen=True, slots=True)
-class IngestConfig:
-    embed_batch_size: int = 64
-    write_batch_size: int = 512
-    #: Chunks collected (across documents) before they are embedded shortest first and
-    #: written: the wider, the less padding per embed batch. At least a write batch.
-    sort_window: int = 1024
-
-    def __post_init__(self) -> None:
-        if self.embed_batch_size < 1:
-            raise InvalidInputError("embed_batch_size must be >= 1")
-        if self.write_batch_size < 1:
-            raise InvalidInputError("write_batch_size must be >= 1")
-        if self.sort_window < 1:
-            raise InvalidInputError("sort_window must be >= 1")
-
-    @property
-    def flush_at(self) -> int:
-        """Pending chunks that trigger a flush (embed, then write in write batches)."""
-        return max(self.write_batch_size, self.sort_window)
-
-
-# --------------------------------------------------------------------------- use case
-
-
-def document_hash(document: SourceDocument, fingerprint: str) -> str:
-    """The content hash stored on every row of a document (chunk 0 is authoritative)."""
-    payload = json.dumps(
-        [
-            ROW_FORMAT_VERSION,
-            fingerprint,
-            document.doc_id,
-            document.text,
-            document.title,
-            document.category,
-            document.source,
-            document.source_type,
-            document.format,
-            # Only with access metadata, so documents without keep their hash.
-            *(
-                [
-                    document.access.tenant,
-                    sorted(document.access.allowed_groups),
-                    document.access.public,
-                ]
-                if document.access is not None and document.access.has_acl
-                else []
-            ),
-        ],
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
-
-
-def embedding_input(chunk: Chunk) -> str:
-    """What is embedded for a chunk: its heading path (or title) for context, then text."""
-    prefix = chunk.breadcrumb or chunk.title
-    return f"{prefix}\n{chunk.text}" if prefix else chunk.text
 
 
 @dataclass
@@ -271,22 +85,28 @@ class _Pending:
     existed: bool
 
 
-@dataclass
-class _Run:
-    """The state of one ingest run: counts, what was seen, what waits to be written."""
+@dataclass(frozen=True, slots=True)
+class _RunContext:
+    """What one run knows before it reads a document; never changes during the run."""
 
     total: int | None
     notify: ProgressCallback
     fingerprint: str
-    existing: dict[str, str]
-    owners: dict[str, str]
+    existing: Mapping[str, str]  # doc key -> content hash, as the store held it
+    owners: Mapping[str, str]  # doc key -> owning source, as the store held it
     source_name: str
     default_tenant: str = ""
     dry_run: bool = False
-    seen: set[str] = field(default_factory=set)
-    failed_ids: set[str] = field(default_factory=set)
-    pending: list[_Pending] = field(default_factory=list)
-    pending_chunks: int = 0
+
+    def owner_other_than_me(self, doc_id: str) -> str | None:
+        owner = self.owners.get(doc_id)
+        return owner if owner is not None and owner != self.source_name else None
+
+
+@dataclass(slots=True)
+class _Tally:
+    """The counts a run reports."""
+
     added: int = 0
     updated: int = 0
     unchanged: int = 0
@@ -294,41 +114,60 @@ class _Run:
     deleted: int = 0
     chunks_written: int = 0
     chunks_deleted: int = 0
-    failures: list[DocumentLoadFailure] = field(default_factory=list)
-    plan_added: list[str] = field(default_factory=list)
-    plan_updated: list[str] = field(default_factory=list)
-    plan_deleted: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _PlanLists:
+    """What a dry run would do (document keys as shown), and the conflicts found."""
+
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
     conflicts: list[tuple[str, str]] = field(default_factory=list)
 
-    def owner_other_than_me(self, doc_id: str) -> str | None:
-        owner = self.owners.get(doc_id)
-        return owner if owner is not None and owner != self.source_name else None
+
+@dataclass(slots=True)
+class _Run:
+    """One ingest run: its fixed context, its counts and plan, what it has seen, what
+    waits to be written."""
+
+    context: _RunContext
+    tally: _Tally = field(default_factory=_Tally)
+    plan: _PlanLists = field(default_factory=_PlanLists)
+    seen: set[str] = field(default_factory=set)
+    failed_ids: set[str] = field(default_factory=set)
+    failures: list[DocumentLoadFailure] = field(default_factory=list)
+    pending: list[_Pending] = field(default_factory=list)
+    pending_chunks: int = 0
 
     def progress(self, phase: str, current: str = "") -> None:
         done = len(self.seen) + len(self.failures)
-        self.notify(IngestProgress(phase, done, self.total, self.chunks_written, current))
+        self.context.notify(
+            IngestProgress(phase, done, self.context.total, self.tally.chunks_written, current)
+        )
 
     def report(self, duration_ms: float) -> IngestReport:
+        tally, plan = self.tally, self.plan
         return IngestReport(
             documents_seen=len(self.seen),
-            added=self.added,
-            updated=self.updated,
-            unchanged=self.unchanged,
-            empty=self.empty,
-            deleted=self.deleted,
-            chunks_written=self.chunks_written,
-            chunks_deleted=self.chunks_deleted,
+            added=tally.added,
+            updated=tally.updated,
+            unchanged=tally.unchanged,
+            empty=tally.empty,
+            deleted=tally.deleted,
+            chunks_written=tally.chunks_written,
+            chunks_deleted=tally.chunks_deleted,
             failures=tuple(self.failures),
             duration_ms=duration_ms,
-            source_name=self.source_name,
-            dry_run=self.dry_run,
+            source_name=self.context.source_name,
+            dry_run=self.context.dry_run,
             plan=IngestPlan(
-                added=tuple(self.plan_added),
-                updated=tuple(self.plan_updated),
-                deleted=tuple(self.plan_deleted),
-                conflicts=tuple(self.conflicts),
+                added=tuple(plan.added),
+                updated=tuple(plan.updated),
+                deleted=tuple(plan.deleted),
+                conflicts=tuple(plan.conflicts),
             )
-            if self.dry_run
+            if self.context.dry_run
             else None,
         )
 
@@ -382,23 +221,25 @@ class IngestDocuments:
         self._store.ensure_collection(dimension, identity, create=not dry_run)
         stored: dict[str, StoredDocument] = self._store.documents()
         owners = {key: doc.source_name for key, doc in stored.items()}
-        source.bind(owners)
+        source = source.bound(owners)
         run = _Run(
-            total=source.estimated_count(),
-            notify=progress or (lambda _event: None),
-            fingerprint=self.fingerprint,
-            existing={key: doc.content_hash for key, doc in stored.items()},
-            owners=owners,
-            source_name=source.source_name,
-            default_tenant=source.default_access.tenant,
-            dry_run=dry_run,
+            _RunContext(
+                total=source.estimated_count(),
+                notify=progress or (lambda _event: None),
+                fingerprint=self.fingerprint,
+                existing={key: doc.content_hash for key, doc in stored.items()},
+                owners=owners,
+                source_name=source.source_name,
+                default_tenant=source.default_access.tenant,
+                dry_run=dry_run,
+            )
         )
         self._refuse_conflicts(source, run)
         for loaded in source.documents():
             if isinstance(loaded, DocumentLoadFailure):
                 run.failures.append(loaded)
                 if loaded.doc_id is not None:
-                    run.failed_ids.add(storage_key(run.default_tenant, loaded.doc_id))
+                    run.failed_ids.add(storage_key(run.context.default_tenant, loaded.doc_id))
                 run.progress("scan", loaded.source)
                 continue
             if loaded.access is None:
@@ -411,7 +252,7 @@ class IngestDocuments:
         if sync:
             self._sync(source, run, allow_empty_sync)
             run.progress("sync")
-        if run.chunks_written or run.chunks_deleted:
+        if run.tally.chunks_written or run.tally.chunks_deleted:
             self._store.seal()
         result = replace(
             run.report((self._clock.monotonic() - t0) * 1000.0), notices=self._store.notices()
@@ -426,12 +267,12 @@ class IngestDocuments:
         if planned is None:
             return
         for doc_id in dict.fromkeys(planned):
-            key = storage_key(run.default_tenant, doc_id)
-            owner = run.owner_other_than_me(key)
+            key = storage_key(run.context.default_tenant, doc_id)
+            owner = run.context.owner_other_than_me(key)
             if owner is not None:
-                run.conflicts.append((shown_doc_key(key), owner))
-        if run.conflicts and not run.dry_run:
-            raise _conflict(run.source_name, run.conflicts)
+                run.plan.conflicts.append((shown_doc_key(key), owner))
+        if run.plan.conflicts and not run.context.dry_run:
+            raise _conflict(run.context.source_name, run.plan.conflicts)
 
     # ------------------------------------------------------------------ steps
 
@@ -449,21 +290,21 @@ class IngestDocuments:
                 )
             )
             return
-        owner = run.owner_other_than_me(key)
+        owner = run.context.owner_other_than_me(key)
         if owner is not None:
             # A source that could not list its doc_ids up front: refused here, before
             # this document is written (earlier ones of this run may be).
-            if (shown, owner) not in run.conflicts:
-                run.conflicts.append((shown, owner))
-            if not run.dry_run:
-                raise _conflict(run.source_name, run.conflicts)
+            if (shown, owner) not in run.plan.conflicts:
+                run.plan.conflicts.append((shown, owner))
+            if not run.context.dry_run:
+                raise _conflict(run.context.source_name, run.plan.conflicts)
             run.failed_ids.add(key)
             return
-        content_hash = document_hash(doc, run.fingerprint)
-        existed = key in run.existing
-        if run.existing.get(key) == content_hash:
+        content_hash = document_hash(doc, run.context.fingerprint)
+        existed = key in run.context.existing
+        if run.context.existing.get(key) == content_hash:
             run.seen.add(key)
-            run.unchanged += 1
+            run.tally.unchanged += 1
             return
         try:
             chunks = self._chunk(doc)
@@ -475,19 +316,19 @@ class IngestDocuments:
             return
         run.seen.add(key)
         if not chunks:
-            run.empty += 1
+            run.tally.empty += 1
             if existed:
-                if run.dry_run:
-                    run.plan_deleted.append(shown)
+                if run.context.dry_run:
+                    run.plan.deleted.append(shown)
                 else:
-                    run.chunks_deleted += self._store.delete_documents([key])
+                    run.tally.chunks_deleted += self._store.delete_documents([key])
             return
-        if run.dry_run:
-            (run.plan_updated if existed else run.plan_added).append(shown)
+        if run.context.dry_run:
+            (run.plan.updated if existed else run.plan.added).append(shown)
             if existed:
-                run.updated += 1
+                run.tally.updated += 1
             else:
-                run.added += 1
+                run.tally.added += 1
             return
         run.pending.append(_Pending(doc, chunks, content_hash, existed))
         run.pending_chunks += len(chunks)
@@ -568,7 +409,7 @@ class IngestDocuments:
                     content_hash=item.content_hash,
                     ingested_at=now,
                     vector=next(vectors),
-                    source_name=run.source_name,
+                    source_name=run.context.source_name,
                     access=doc.access if doc.access is not None else NO_ACL,
                 )
                 (heads if chunk.chunk_index == 0 else rest).append(record)
@@ -587,7 +428,7 @@ class IngestDocuments:
             written += self._upsert(rest)
         updated = [p for p in pending if p.existed]
         if updated:
-            run.chunks_deleted += self._store.delete_chunks_except(
+            run.tally.chunks_deleted += self._store.delete_chunks_except(
                 [p.document.doc_key for p in updated],
                 [
                     storage_key(
@@ -598,12 +439,12 @@ class IngestDocuments:
                 ],
             )
         written += self._upsert(heads)
-        run.chunks_written += written
+        run.tally.chunks_written += written
         for item in pending:
             if item.existed:
-                run.updated += 1
+                run.tally.updated += 1
             else:
-                run.added += 1
+                run.tally.added += 1
 
     def _upsert(self, records: Sequence[ChunkRecord]) -> int:
         """``records`` in write batches, in order."""
@@ -614,11 +455,11 @@ class IngestDocuments:
         )
 
     def _sync(self, source: DocumentSource, run: _Run, allow_empty: bool) -> None:
-        tenants = {run.default_tenant} | {doc_key_parts(key)[0] for key in run.seen}
+        tenants = {run.context.default_tenant} | {doc_key_parts(key)[0] for key in run.seen}
         vanished = sorted(
             key
-            for key in run.existing
-            if run.owners.get(key) == run.source_name
+            for key in run.context.existing
+            if run.context.owners.get(key) == run.context.source_name
             and key not in run.seen
             and key not in run.failed_ids
             and doc_key_parts(key)[0] in tenants
@@ -631,11 +472,11 @@ class IngestDocuments:
                 f"sync found no documents in the source but {len(vanished)} in the store; "
                 "refusing to delete them all (check the path, or allow an empty sync)"
             )
-        run.deleted += len(vanished)
-        if run.dry_run:
-            run.plan_deleted.extend(shown_doc_key(key) for key in vanished)
+        run.tally.deleted += len(vanished)
+        if run.context.dry_run:
+            run.plan.deleted.extend(shown_doc_key(key) for key in vanished)
             return
-        run.chunks_deleted += self._store.delete_documents(vanished)
+        run.tally.chunks_deleted += self._store.delete_documents(vanished)
 
 
 def _conflict(source_name: str, conflicts: Sequence[tuple[str, str]]) -> IngestConflict:
