@@ -35,6 +35,8 @@ from lookup_knowledge.adapters.audit import (
     upgrade_database,
 )
 from lookup_knowledge.adapters.audit.answer_checks import SqlAnswerCheckStore, SqlSessionEvidence
+from lookup_knowledge.adapters.audit.chain import AuditChain
+from lookup_knowledge.adapters.audit.trail import SqlAuditTrail
 from lookup_knowledge.adapters.config import AuditDurability, Settings
 from lookup_knowledge.adapters.durable_files import DurableFiles
 from lookup_knowledge.adapters.private_files import private_directory
@@ -276,8 +278,26 @@ def _audit_database(settings: Settings) -> Iterator[AuditDatabase]:
 AUDIT_LINGER_S = 0.05
 
 
+def _audit_chain(database: AuditDatabase, settings: Settings) -> AuditChain:
+    """The tamper-evident trail (closed by the recorder): its signing key is made at
+    first start in the data directory unless ``audit.signing-key`` names one."""
+    from lookup_knowledge.adapters.signing import DEFAULT_KEY_FILE, TrailSigner
+
+    audit = settings.audit
+    if audit.signing_key is None:
+        _data_dir(settings)
+    key = audit.signing_key or settings.data_dir / DEFAULT_KEY_FILE
+    return AuditChain(
+        database.engine,
+        TrailSigner.load_or_create(key),
+        every=audit.checkpoint_every,
+        interval_s=audit.checkpoint_interval_s,
+        witness=audit.checkpoint_file,
+    )
+
+
 def _sql_recorder(
-    database: AuditDatabase, settings: Settings
+    database: AuditDatabase, settings: Settings, chain: AuditChain
 ) -> Iterator[SqlToolInvocationRecorder]:
     """The recorder as a Resource: ``shutdown_resources`` closes it (``LookupApp.close``;
     the CLI closes its app before ``exit_now``), moving what is pending once."""
@@ -297,6 +317,7 @@ def _sql_recorder(
         adopt_unbound_journals=settings.audit.adopt_unbound_journals,
         keep_shown_text=settings.audit.keep_shown_text,
         prepare=database.pending_migration,
+        chain=chain,
     )
     try:
         yield recorder
@@ -476,9 +497,10 @@ class Container(containers.DeclarativeContainer):
 
     audit_database = providers.Resource(_audit_database, settings)
     audit_engine = providers.Callable(attrgetter("engine"), audit_database)
+    audit_chain = providers.Singleton(_audit_chain, audit_database, settings)
     recorder = providers.Selector(
         providers.Callable(_audit_mode, settings),
-        sql=providers.Resource(_sql_recorder, audit_database, settings),
+        sql=providers.Resource(_sql_recorder, audit_database, settings, audit_chain),
         off=providers.Singleton(DisabledRecorder),
     )
     audit_queries = providers.Selector(
@@ -558,7 +580,18 @@ class Container(containers.DeclarativeContainer):
     )
     answer_checks = providers.Selector(
         providers.Callable(_audit_mode, settings),
-        sql=providers.Singleton(SqlAnswerCheckStore, audit_engine),
+        sql=providers.Singleton(SqlAnswerCheckStore, audit_engine, audit_chain),
+        off=providers.Callable(_audit_disabled),
+    )
+    # The tamper-evident trail: verify-log, evidence bundles, prune.
+    audit_trail = providers.Selector(
+        providers.Callable(_audit_mode, settings),
+        sql=providers.Singleton(
+            SqlAuditTrail,
+            audit_engine,
+            audit_chain,
+            barrier=providers.Callable(_audit_barrier, recorder),
+        ),
         off=providers.Callable(_audit_disabled),
     )
     stemmer = providers.Singleton(_stemmer, settings)
