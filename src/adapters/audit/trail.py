@@ -108,6 +108,8 @@ class SqlAuditTrail(AuditTrail):
         signature_problem = check_checkpoints(checkpoints, key.check, key.key_id)
         cut = _prune_cut(checkpoints)
         start, prev = (1, GENESIS) if cut is None else (cut.pruned_through + 1, cut.head_hash)
+        high = conn.execute(select(func.max(CH.c.position))).scalar()
+        high = int(high) if high is not None else start - 1
         if since is not None:
             row = conn.execute(
                 text(
@@ -116,14 +118,12 @@ class SqlAuditTrail(AuditTrail):
                 ),
                 {"at": time_text(since)},
             ).first()
-            if row is not None and int(row[0]) > start:
+            if row is None:  # nothing chained since then
+                start = high + 1
+            elif int(row[0]) > start:
                 start, prev = int(row[0]), entry_of(row).prev_hash
-        high = conn.execute(select(func.max(CH.c.position))).scalar()
-        high = int(high) if high is not None else start - 1
         verifier = ChainVerifier(start_prev=prev, start_position=start)
         verifier.watch(c.position for c in checkpoints)
-        if since is not None and high < start:
-            high = start - 1
         verify_range(conn, verifier, start, high, session_id)
         problem = verifier.problem
         if problem is None:
