@@ -33,9 +33,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from lookup_knowledge.adapters.audit.chain_rows import (
     ANSWER_CHECK,
-    ANSWER_CHECK_FORMAT,
     INVOCATION,
-    INVOCATION_FORMAT,
     canon_time,
     digest_of,
     stored_records,
@@ -45,7 +43,9 @@ from lookup_knowledge.adapters.audit.engine import SQLITE_BEGIN_OPTION
 from lookup_knowledge.adapters.audit.models import audit_chain, audit_chain_head, audit_checkpoint
 from lookup_knowledge.adapters.signing import TrailSigner
 from lookup_knowledge.domain.trail import (
+    ANSWER_CHECK_FORMAT,
     GENESIS,
+    INVOCATION_FORMAT,
     ChainEntry,
     ChainVerifier,
     Checkpoint,
@@ -423,14 +423,14 @@ def chain_existing_records(conn: Connection, *, chunk: int = 2000) -> int:
     from sqlalchemy import bindparam, text
 
     keys: list[tuple[str, int, str, str, str, int | None]] = []
-    for row in conn.execute(text("SELECT id, session_id, seq, started_at FROM tool_invocation")):
-        at = str(canon_time(row[3]))
-        keys.append((at, 0, _uuid_text(row[0]), INVOCATION, str(row[1]), int(row[2])))
-    for row in conn.execute(text("SELECT id, session_id, created_at FROM answer_check")):
-        at = str(canon_time(row[2]))
-        keys.append((at, 1, _uuid_text(row[0]), ANSWER_CHECK, str(row[1]), None))
+    for r in conn.execute(text("SELECT id, session_id, seq, started_at FROM tool_invocation")):
+        at = str(canon_time(r[3]))
+        keys.append((at, 0, _uuid_text(r[0]), INVOCATION, str(r[1]), int(r[2])))
+    for r in conn.execute(text("SELECT id, session_id, created_at FROM answer_check")):
+        at = str(canon_time(r[2]))
+        keys.append((at, 1, _uuid_text(r[0]), ANSWER_CHECK, str(r[1]), None))
     keys.sort()
-    placeholder = [
+    placeholder: list[dict[str, Any]] = [
         {
             "position": position,
             "kind": kind,
@@ -454,10 +454,10 @@ def chain_existing_records(conn: Connection, *, chunk: int = 2000) -> int:
         .values(record_hash=bindparam("r"), prev_hash=bindparam("v"), entry_hash=bindparam("e"))
     )
     for start in range(0, len(placeholder), chunk):
-        rows = placeholder[start : start + chunk]
-        stored = stored_records(conn, rows[0]["position"], rows[-1]["position"])
+        pending = placeholder[start : start + chunk]
+        stored = stored_records(conn, pending[0]["position"], pending[-1]["position"])
         changes = []
-        for row in rows:
+        for row in pending:
             entry = make_entry(
                 row["position"],
                 row["kind"],

@@ -129,13 +129,14 @@ def broken(t: Trail, **kwargs: Any) -> Any:
 
 
 def test_an_untouched_trail_verifies_with_its_checkpoint(trail: Trail) -> None:
-    s, made = record_session(trail)
+    s, _made = record_session(trail)
     check(trail, s)
     trail.recorder.flush()
     report = trail.trail.verify_log()
     assert report.intact, report.problem
     assert report.records == report.content_checked == 4
-    assert report.last_checkpoint is not None and report.last_checkpoint.position == 4
+    assert report.last_checkpoint is not None
+    assert report.last_checkpoint.position == 4
     assert report.unsigned == 0
     assert verify_with_public_key(trail).intact
 
@@ -147,7 +148,7 @@ def verify_with_public_key(t: Trail) -> Any:
 
 
 def test_a_rewritten_query_is_named(trail: Trail) -> None:
-    s, made = record_session(trail)
+    _s, made = record_session(trail)
     trail.sql(
         "UPDATE tool_invocation SET query = 'rewritten' WHERE id = :id", id=trail.rid(made[1].id)
     )
@@ -157,7 +158,7 @@ def test_a_rewritten_query_is_named(trail: Trail) -> None:
 
 
 def test_a_rewritten_shown_text_is_named(trail: Trail) -> None:
-    s, made = record_session(trail)
+    _s, made = record_session(trail)
     trail.sql(
         "UPDATE invocation_evidence SET shown_text = 'refunds take 30 days' "
         "WHERE invocation_id = :id AND rank = 2",
@@ -189,7 +190,7 @@ def test_a_flipped_claim_verdict_is_named(trail: Trail) -> None:
 
 
 def test_a_deleted_evidence_row_is_named(trail: Trail) -> None:
-    s, made = record_session(trail)
+    _s, made = record_session(trail)
     trail.sql(
         "DELETE FROM invocation_evidence WHERE invocation_id = :id AND rank = 1",
         id=trail.rid(made[0].id),
@@ -200,7 +201,7 @@ def test_a_deleted_evidence_row_is_named(trail: Trail) -> None:
 
 
 def test_a_deleted_invocation_is_named(trail: Trail) -> None:
-    s, made = record_session(trail)
+    _s, made = record_session(trail)
     trail.sql("DELETE FROM invocation_evidence WHERE invocation_id = :id", id=trail.rid(made[1].id))
     trail.sql("DELETE FROM tool_invocation WHERE id = :id", id=trail.rid(made[1].id))
     problem = broken(trail)
@@ -209,7 +210,7 @@ def test_a_deleted_invocation_is_named(trail: Trail) -> None:
 
 
 def test_the_newest_invocation_deleted_is_named(trail: Trail) -> None:
-    s, made = record_session(trail)
+    _s, made = record_session(trail)
     trail.sql(
         "DELETE FROM invocation_evidence WHERE invocation_id = :id", id=trail.rid(made[-1].id)
     )
@@ -220,7 +221,7 @@ def test_the_newest_invocation_deleted_is_named(trail: Trail) -> None:
 
 
 def test_the_newest_records_deleted_with_their_chain_entries_are_caught(trail: Trail) -> None:
-    s, made = record_session(trail)
+    _s, made = record_session(trail)
     trail.sql(
         "DELETE FROM invocation_evidence WHERE invocation_id = :id", id=trail.rid(made[-1].id)
     )
@@ -233,7 +234,7 @@ def test_the_newest_records_deleted_with_their_chain_entries_are_caught(trail: T
 
 
 def test_two_swapped_seqs_are_named(trail: Trail) -> None:
-    s, made = record_session(trail)
+    _s, made = record_session(trail)
     a, b = trail.rid(made[0].id), trail.rid(made[1].id)
     trail.sql("UPDATE tool_invocation SET seq = 1000 WHERE id = :id", id=a)
     trail.sql("UPDATE tool_invocation SET seq = 1 WHERE id = :id", id=b)
@@ -244,7 +245,7 @@ def test_two_swapped_seqs_are_named(trail: Trail) -> None:
 
 
 def test_a_forged_invocation_is_named(trail: Trail) -> None:
-    s, made = record_session(trail)
+    _s, made = record_session(trail)
     forged = str(uuid.uuid4())
     with trail.engine.begin() as conn:
         row = (
@@ -270,7 +271,7 @@ def test_a_forged_invocation_is_named(trail: Trail) -> None:
 
 
 def test_a_deleted_chain_entry_breaks_the_chain_there(trail: Trail) -> None:
-    s, made = record_session(trail)
+    _s, _made = record_session(trail)
     trail.sql("DELETE FROM audit_chain WHERE position = 2")
     problem = broken(trail)
     assert problem.kind is ProblemKind.RECORD_MISSING
@@ -280,7 +281,7 @@ def test_a_deleted_chain_entry_breaks_the_chain_there(trail: Trail) -> None:
 def test_a_chain_rewritten_consistently_is_caught_by_the_signed_checkpoint(trail: Trail) -> None:
     """The tamperer knows the hashing: rewrites a query, recomputes the record digest
     and every link after it. Only the signature over the head stands in the way."""
-    s, made = record_session(trail)
+    _s, made = record_session(trail)
     trail.sql(
         "UPDATE tool_invocation SET query = 'rewritten' WHERE id = :id", id=trail.rid(made[0].id)
     )
@@ -332,7 +333,7 @@ def test_another_key_does_not_verify_the_checkpoints(trail: Trail, tmp_path: Pat
 
 
 def test_a_checkpoint_is_not_signed_over_a_tampered_tail(trail: Trail) -> None:
-    s, made = record_session(trail)
+    s, _made = record_session(trail)
     more = shown(invocation(s, documents=["x#chunk-0"], query="later"))
     trail.chain._every = 10**9  # no periodic checkpoint
     trail.recorder.record(more)
@@ -346,7 +347,7 @@ def test_a_checkpoint_is_not_signed_over_a_tampered_tail(trail: Trail) -> None:
 
 def test_session_and_since_scopes(trail: Trail) -> None:
     s1, made1 = record_session(trail)
-    s2, made2 = record_session(trail)
+    s2, _made2 = record_session(trail)
     trail.sql("UPDATE tool_invocation SET query = 'x' WHERE id = :id", id=trail.rid(made1[0].id))
     assert trail.trail.verify_log(session_id=s2).intact
     assert broken(trail, session_id=s1).record_id == made1[0].id
@@ -356,7 +357,7 @@ def test_session_and_since_scopes(trail: Trail) -> None:
 
 def test_a_bundle_round_trips_and_an_edited_one_fails(trail: Trail) -> None:
     s1, made1 = record_session(trail)
-    s2, _ = record_session(trail)
+    _s2, _ = record_session(trail)
     check(trail, s1)
     bundle = json.loads(json.dumps(trail.trail.export_bundle(s1)))
     key = TrailVerifyKey.from_file(trail.key_file)
@@ -370,7 +371,8 @@ def test_a_bundle_round_trips_and_an_edited_one_fails(trail: Trail) -> None:
     edited = json.loads(json.dumps(bundle))
     edited["records"][1]["children"][0]["shown_text"] = "refunds take 30 days"
     bad = verify_bundle(edited, FORMATS, key.check, key.key_id)
-    assert not bad.ok and bad.problem is not None
+    assert not bad.ok
+    assert bad.problem is not None
     assert bad.problem.record_id == made1[1].id
     dropped = json.loads(json.dumps(bundle))
     del dropped["records"][0]
@@ -381,7 +383,7 @@ def test_a_bundle_round_trips_and_an_edited_one_fails(trail: Trail) -> None:
 
 
 def test_prune_refuses_a_trail_that_does_not_verify(trail: Trail) -> None:
-    s1, made1 = record_session(trail)
+    _s1, made1 = record_session(trail)
     trail.sql("UPDATE tool_invocation SET query = 'x' WHERE id = :id", id=trail.rid(made1[0].id))
     with pytest.raises(AuditError, match="does not verify"):
         trail.trail.prune(datetime.now(UTC) + timedelta(days=1))
@@ -390,17 +392,20 @@ def test_prune_refuses_a_trail_that_does_not_verify(trail: Trail) -> None:
 
 
 def test_prune_removes_old_records_behind_a_signed_checkpoint(trail: Trail) -> None:
-    s1, made1 = record_session(trail)
+    _s1, _made1 = record_session(trail)
     cut = datetime.now(UTC) + timedelta(seconds=0.001)
     import time
 
     time.sleep(0.01)
-    s2, made2 = record_session(trail)
+    _s2, _made2 = record_session(trail)
     done = trail.trail.prune(cut)
-    assert done.removed == 3 and done.pruned_through == 3 and done.checkpoint is not None
+    assert done.removed == 3
+    assert done.pruned_through == 3
+    assert done.checkpoint is not None
     report = trail.trail.verify_log()
     assert report.intact, report.problem
-    assert report.pruned_through == 3 and report.records == 3
+    assert report.pruned_through == 3
+    assert report.records == 3
     with trail.engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM tool_invocation")).scalar() == 3
     # Removing more behind the store's back is still caught.
@@ -424,3 +429,55 @@ def test_the_witness_file_gets_each_checkpoint(audit_engine: Engine, tmp_path: P
     lines = [json.loads(line) for line in witness.read_text().splitlines()]
     assert [line["position"] for line in lines][-1] == 5
     assert all(line["signature"] for line in lines)
+
+
+def test_the_upgrade_chains_existing_records_and_downgrades(
+    empty_audit_url: Any, tmp_path: Path
+) -> None:
+    from lookup_knowledge.adapters.audit import (
+        create_audit_engine,
+        downgrade_database,
+        upgrade_database,
+    )
+    from lookup_knowledge.adapters.audit.sql_writer import SqlBatchWriter
+
+    engine = create_audit_engine(empty_audit_url)
+    try:
+        upgrade_database(engine, "0006_contradicted_verdict")
+        s = session("old")
+        old = [shown(invocation(s, documents=["a#chunk-0"], query=f"old {i}")) for i in range(3)]
+        SqlBatchWriter(engine).write(old)
+        older = Trail(engine, None, None, SqlAnswerCheckStore(engine), None, tmp_path)  # type: ignore[arg-type]
+        made = check(older, s)
+        # Text an older version wrote (its own JSON spacing): hashed as stored.
+        details = '{"version": 1, "b": [1, 2.50], "a": "x"}'
+        older.sql("UPDATE tool_invocation SET retrieval_details = :d", d=details)
+        upgrade_database(engine)
+        signer = TrailSigner.load_or_create(tmp_path / "key.pem")
+        chain = AuditChain(engine, signer)
+        trail = SqlAuditTrail(engine, chain)
+        report = trail.verify_log()
+        assert report.intact, report.problem
+        assert report.upgrade_chained == report.records == 4
+        with engine.connect() as conn:
+            kinds = conn.execute(
+                text("SELECT kind FROM audit_chain WHERE chained_at_upgrade ORDER BY position")
+            ).scalars()
+            assert sorted(kinds) == ["answer_check", "invocation", "invocation", "invocation"]
+        # New records chain on after them; the first checkpoint signs all.
+        SqlBatchWriter(engine, chain=chain).write([shown(invocation(s, query="new"))])
+        assert chain.checkpoint("flush") is not None
+        bundle = json.loads(json.dumps(trail.export_bundle(s)))
+        key = signer.verify_key
+        assert verify_bundle(bundle, FORMATS, key.check, key.key_id).ok
+        older.sql(
+            "UPDATE answer_check SET verdict = 'supported' WHERE id = :id", id=older.rid(made.id)
+        )
+        assert trail.verify_log().problem.record_id == made.id  # type: ignore[union-attr]
+        downgrade_database(engine, "0006_contradicted_verdict")
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT count(*) FROM tool_invocation")).scalar() == 4
+        upgrade_database(engine)
+        assert SqlAuditTrail(engine, chain).verify_log().upgrade_chained == 5
+    finally:
+        engine.dispose()
