@@ -52,13 +52,15 @@ def _odd(value: object) -> object:
 
 def canonical_json(value: object) -> bytes:
     """The one serialisation every digest hashes: compact JSON, keys sorted, UTF-8 (a
-    lone surrogate kept as its code unit), no NaN or infinity."""
+    lone surrogate kept as its code unit). Never raises: a value the writers never
+    produce (NaN, infinity, bytes a tamperer stored) is serialised as itself, so it
+    hashes differently from anything the record held."""
     text = json.dumps(
         value,
         ensure_ascii=False,
         separators=(",", ":"),
         sort_keys=True,
-        allow_nan=False,
+        allow_nan=True,
         default=_odd,
     )
     return text.encode("utf-8", "surrogatepass")
@@ -91,7 +93,7 @@ def canonical_document(value: object) -> str:
     sorted, compact, numbers as JSONB keeps them. The SQLite store writes exactly this
     text, so its verifier hashes the stored text without parsing it."""
     text = json.dumps(
-        value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False
+        value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=True
     )
     if "e+" in text or "-0.0" in text:  # rare: only then walk the document
         text = json.dumps(
@@ -99,7 +101,7 @@ def canonical_document(value: object) -> str:
             ensure_ascii=False,
             separators=(",", ":"),
             sort_keys=True,
-            allow_nan=False,
+            allow_nan=True,
         )
     return text
 
@@ -109,11 +111,38 @@ def canonical_document(value: object) -> str:
 
 @dataclass(frozen=True, slots=True)
 class RecordFormat:
-    """The fields of one kind of record, in digest order, and of its child rows."""
+    """The fields of one kind of record, in digest order, and of its child rows.
+    ``documents`` / ``child_documents``: the fields holding JSON documents (canonical
+    text), which enter the digest as the SHA-256 of their text."""
 
     name: str
     fields: tuple[str, ...]
     child_fields: tuple[str, ...]
+    documents: tuple[str, ...] = ()
+    child_documents: tuple[str, ...] = ()
+    _doc_index: tuple[int, ...] = field(default=(), init=False, repr=False, compare=False)
+    _child_doc_index: tuple[int, ...] = field(default=(), init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_doc_index", tuple(self.fields.index(f) for f in self.documents))
+        object.__setattr__(
+            self,
+            "_child_doc_index",
+            tuple(self.child_fields.index(f) for f in self.child_documents),
+        )
+
+
+def _document_digest(value: Scalar) -> Scalar:
+    if isinstance(value, str):
+        return "sha256:" + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
+    return value
+
+
+def _with_document_digests(values: Sequence[Scalar], indices: tuple[int, ...]) -> list[Scalar]:
+    out = list(values)
+    for i in indices:
+        out[i] = _document_digest(out[i])
+    return out
 
 
 def record_digest(
@@ -122,15 +151,18 @@ def record_digest(
     children: Iterable[Sequence[Scalar]],
 ) -> str:
     """SHA-256 of a record (its field values in ``record_format.fields`` order, its child
-    rows in their order, each in ``child_fields`` order)."""
+    rows in their order, each in ``child_fields`` order; a JSON document field as the
+    SHA-256 of its text)."""
+    child_docs = record_format._child_doc_index
+    rows = [_with_document_digests(c, child_docs) if child_docs else c for c in children]
     return sha256_hex(
         canonical_json(
             [
                 record_format.name,
                 record_format.fields,
-                values,
+                _with_document_digests(values, record_format._doc_index),
                 record_format.child_fields,
-                list(children),
+                rows,
             ]
         )
     )
@@ -153,6 +185,7 @@ INVOCATION_FORMAT = RecordFormat(
         "score_before", "score_after", "projected", "in_context_pack", "content_hash",
         "shown_text", "row_tenant",
     ),
+    documents=("retrieval_details",),
 )  # fmt: skip
 ANSWER_CHECK_FORMAT = RecordFormat(
     "answer_check/1",
@@ -167,6 +200,7 @@ ANSWER_CHECK_FORMAT = RecordFormat(
         "verdict", "reasons", "support_document_id", "support_start", "support_end",
         "support_score", "signals",
     ),
+    child_documents=("cited_ids", "citations", "reasons", "signals"),
 )  # fmt: skip
 FORMATS = {f.name: f for f in (INVOCATION_FORMAT, ANSWER_CHECK_FORMAT)}
 

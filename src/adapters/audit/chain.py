@@ -50,6 +50,7 @@ from lookup_knowledge.domain.trail import (
     ChainVerifier,
     Checkpoint,
     Problem,
+    ProblemKind,
     make_entry,
 )
 
@@ -169,7 +170,15 @@ def verify_range(
         ).all()
         stored = stored_records(conn, start, end, session_id)
         for row in entries:
-            entry = entry_of(row)
+            try:
+                entry = entry_of(row)
+            except (TypeError, ValueError):
+                verifier.problem = Problem(
+                    ProblemKind.LINK_BROKEN,
+                    "its chain entry holds values no writer stores (edited)",
+                    position=row[0] if isinstance(row[0], int) else None,
+                )
+                return
             content = session_id is None or entry.session_id == session_id
             verifier.feed(entry, stored.get(entry.position), content=content)
             if verifier.problem is not None:
@@ -363,8 +372,6 @@ class AuditChain:
         if verifier.problem is not None:
             return verifier.problem
         if verifier.last_position != position or verifier.last_hash != head:
-            from lookup_knowledge.domain.trail import ProblemKind
-
             return Problem(
                 ProblemKind.LINK_BROKEN,
                 f"the chain's head row says position {position}, the chain ends at "

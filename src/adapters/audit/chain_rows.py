@@ -61,7 +61,10 @@ def canon_bool(value: Any) -> Any:
 def canon_document(value: Any) -> Any:
     if isinstance(value, str):  # SQLite: the stored text, as it is
         return value
-    return canonical_document(value)
+    try:
+        return canonical_document(value)
+    except (TypeError, ValueError):  # bytes a tamperer stored: hashed as themselves
+        return value
 
 
 def time_text(at: datetime) -> str:

@@ -104,8 +104,17 @@ class SqlAuditTrail(AuditTrail):
         since: datetime | None,
         session_id: str | None,
     ) -> TrailReport:
-        checkpoints = read_checkpoints(conn)
-        signature_problem = check_checkpoints(checkpoints, key.check, key.key_id)
+        try:
+            checkpoints = read_checkpoints(conn)
+        except (TypeError, ValueError):
+            checkpoints = []
+            unreadable: Problem | None = Problem(
+                ProblemKind.CHECKPOINT_SIGNATURE_INVALID,
+                "a stored checkpoint holds values no writer stores (edited)",
+            )
+        else:
+            unreadable = None
+        signature_problem = unreadable or check_checkpoints(checkpoints, key.check, key.key_id)
         cut = _prune_cut(checkpoints)
         start, prev = (1, GENESIS) if cut is None else (cut.pruned_through + 1, cut.head_hash)
         high = conn.execute(select(func.max(CH.c.position))).scalar()

@@ -789,8 +789,8 @@ class AuditSettings(_Section):
     checkpoint_interval_s: Number = Field(
         default=60.0,
         gt=0,
-        description="... and at most this many seconds after a record not yet signed "
-        "(and on flush and close).",
+        description="Sign a checkpoint at most this many seconds after a record not yet "
+        "signed (one is also signed on flush and when the recorder closes).",
     )
     checkpoint_file: OptionalPath = Field(
         default=None,
