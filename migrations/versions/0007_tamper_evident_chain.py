@@ -56,6 +56,8 @@ def upgrade() -> None:
         sa.Column("id", sa.Integer(), autoincrement=False, nullable=False),
         sa.Column("position", sa.BigInteger(), nullable=False),
         sa.Column("entry_hash", sa.String(length=64), nullable=False),
+        sa.Column("signed_number", sa.BigInteger(), server_default="0", nullable=False),
+        sa.Column("signed_position", sa.BigInteger(), server_default="0", nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_audit_chain_head")),
     )
     op.create_table(

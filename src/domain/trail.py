@@ -375,6 +375,7 @@ class ProblemKind(StrEnum):
     CHECKPOINT_MISMATCH = "checkpoint does not match the chain"
     CHECKPOINT_MISSING = "checkpoint missing"
     RECORDS_MISSING_AT_END = "records after the last checkpoint's head missing"
+    RECORDS_NOT_SIGNED = "records no signed checkpoint covers"
 
 
 @dataclass(frozen=True, slots=True)

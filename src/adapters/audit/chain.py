@@ -204,6 +204,7 @@ class AuditChain:
         self.signer = signer
         self._every = every
         self._interval_s = interval_s
+        self.interval_s = interval_s
         self._witness = witness
         self._clock = clock
         self._lock = threading.Lock()
@@ -352,6 +353,11 @@ class AuditChain:
             **{**_fields(unsigned), "signature": self.signer.sign(unsigned.payload())}
         )
         conn.execute(insert(CP).values(**_fields(signed)))
+        conn.execute(
+            update(H)
+            .where(H.c.id == HEAD_ID)
+            .values(signed_number=signed.number, signed_position=signed.position)
+        )
         return signed
 
     def _tail_problem(

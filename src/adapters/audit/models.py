@@ -274,6 +274,9 @@ class ChainHeadRow(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     position: Mapped[int] = mapped_column(BigInteger)
     entry_hash: Mapped[str] = mapped_column(String(64))
+    # The newest checkpoint's number and position: a checkpoint deleted shows.
+    signed_number: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    signed_position: Mapped[int] = mapped_column(BigInteger, server_default="0")
 
 
 class CheckpointRow(Base):

@@ -11,7 +11,7 @@ does not hold (put in behind the store's back).
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, Engine, delete, func, select, text
@@ -52,6 +52,9 @@ from lookup_knowledge.domain.trail import (
     ProblemKind,
     check_checkpoints,
 )
+
+
+UNSIGNED_GRACE_S = 60.0
 
 
 class SqlAuditTrail(AuditTrail):
@@ -140,8 +143,12 @@ class SqlAuditTrail(AuditTrail):
         if problem is None:
             problem = signature_problem
         if problem is None:
+            problem = _head_says_signed(conn, checkpoints)
+        if problem is None:
             problem = _unchained(conn, session_id)
         signed_to = max((c.position for c in checkpoints), default=0)
+        if problem is None and verifier.checked and verifier.last_position > signed_to:
+            problem = self._stale_tail(conn, max(signed_to + 1, start))
         return TrailReport(
             problem=problem,
             records=verifier.checked,
@@ -157,6 +164,32 @@ class SqlAuditTrail(AuditTrail):
             prune_checkpoint=None if cut is None else cut.number,
             upgrade_chained=verifier.upgrade_chained,
             key_id=key.key_id,
+        )
+
+    def _stale_tail(self, conn: Connection, first_unsigned: int) -> Problem | None:
+        """Records no checkpoint signs are normal for a moment (a writer signs every
+        ``checkpoint-interval-s``); older than that plus a grace minute, the checkpoints
+        that signed them were removed (or their writer died before it could sign)."""
+        row = conn.execute(
+            text(f"SELECT {ENTRY_COLUMNS} FROM audit_chain WHERE position = :p"),
+            {"p": first_unsigned},
+        ).first()
+        if row is None:
+            return None
+        entry = entry_of(row)
+        limit = datetime.now(UTC) - timedelta(seconds=self._chain.interval_s + UNSIGNED_GRACE_S)
+        if entry.recorded_at >= time_text(limit):
+            return None
+        return Problem(
+            ProblemKind.RECORDS_NOT_SIGNED,
+            f"chained at {entry.recorded_at} UTC and covered by no signed checkpoint since: "
+            "the checkpoints that signed it were removed, or its writer stopped before "
+            "signing (a writer's next flush signs what verifies)",
+            position=entry.position,
+            record_kind=entry.kind,
+            record_id=entry.record_id,
+            session_id=entry.session_id,
+            seq=entry.seq,
         )
 
     # ------------------------------------------------------------------ bundles
@@ -340,6 +373,28 @@ def _checkpoint_heads(
                 position=c.position,
                 checkpoint=c.number,
             )
+    return None
+
+
+def _head_says_signed(conn: Connection, checkpoints: list[Checkpoint]) -> Problem | None:
+    """The head row remembers the newest checkpoint: one deleted since shows here."""
+    row = conn.execute(
+        text("SELECT signed_number, signed_position FROM audit_chain_head WHERE id = 1")
+    ).first()
+    if row is None:
+        return None
+    try:
+        number, position = int(row[0]), int(row[1])
+    except (TypeError, ValueError):
+        return None
+    newest = max((c.number for c in checkpoints), default=0)
+    if number > newest:
+        return Problem(
+            ProblemKind.CHECKPOINT_MISSING,
+            f"checkpoint #{number} (signing {position} records) was written and is no longer "
+            f"stored (the newest stored is #{newest})",
+            checkpoint=number,
+        )
     return None
 
 

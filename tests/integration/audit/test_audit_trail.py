@@ -481,3 +481,26 @@ def test_the_upgrade_chains_existing_records_and_downgrades(
         assert SqlAuditTrail(engine, chain).verify_log().upgrade_chained == 5
     finally:
         engine.dispose()
+
+
+def test_deleted_checkpoints_are_caught(trail: Trail) -> None:
+    s, made = record_session(trail)
+    trail.recorder.record(shown(invocation(s, query="later")))
+    trail.recorder.flush()  # checkpoint #2
+    trail.sql("DELETE FROM audit_checkpoint WHERE number = 2")
+    problem = broken(trail)
+    assert problem.kind is ProblemKind.CHECKPOINT_MISSING
+    assert problem.checkpoint == 2
+    trail.sql("DELETE FROM audit_checkpoint")
+    assert broken(trail).kind is ProblemKind.CHECKPOINT_MISSING
+
+
+def test_records_left_unsigned_past_the_interval_are_reported(trail: Trail) -> None:
+    s, made = record_session(trail)
+    trail.sql("DELETE FROM audit_checkpoint")
+    trail.sql("UPDATE audit_chain_head SET signed_number = 0, signed_position = 0")
+    assert trail.trail.verify_log().intact  # just chained: a writer signs within the interval
+    trail.chain.interval_s = -3600.0  # as if an hour had passed
+    problem = broken(trail)
+    assert problem.kind is ProblemKind.RECORDS_NOT_SIGNED
+    assert problem.record_id == made[0].id
