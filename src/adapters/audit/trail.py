@@ -53,7 +53,6 @@ from lookup_knowledge.domain.trail import (
     check_checkpoints,
 )
 
-
 UNSIGNED_GRACE_S = 60.0
 
 

@@ -484,7 +484,7 @@ def test_the_upgrade_chains_existing_records_and_downgrades(
 
 
 def test_deleted_checkpoints_are_caught(trail: Trail) -> None:
-    s, made = record_session(trail)
+    s, _made = record_session(trail)
     trail.recorder.record(shown(invocation(s, query="later")))
     trail.recorder.flush()  # checkpoint #2
     trail.sql("DELETE FROM audit_checkpoint WHERE number = 2")
@@ -496,7 +496,7 @@ def test_deleted_checkpoints_are_caught(trail: Trail) -> None:
 
 
 def test_records_left_unsigned_past_the_interval_are_reported(trail: Trail) -> None:
-    s, made = record_session(trail)
+    _s, made = record_session(trail)
     trail.sql("DELETE FROM audit_checkpoint")
     trail.sql("UPDATE audit_chain_head SET signed_number = 0, signed_position = 0")
     assert trail.trail.verify_log().intact  # just chained: a writer signs within the interval
