@@ -155,17 +155,29 @@ def record_digest(
     SHA-256 of its text)."""
     child_docs = record_format._child_doc_index
     rows = [_with_document_digests(c, child_docs) if child_docs else c for c in children]
-    return sha256_hex(
-        canonical_json(
-            [
-                record_format.name,
-                record_format.fields,
-                _with_document_digests(values, record_format._doc_index),
-                record_format.child_fields,
-                rows,
-            ]
-        )
-    )
+    # canonical_json([name, fields, values, child_fields, rows]), its constant parts
+    # serialised once per format.
+    head, middle = _format_parts(record_format)
+    digest = hashlib.sha256(head)
+    digest.update(canonical_json(_with_document_digests(values, record_format._doc_index)))
+    digest.update(middle)
+    digest.update(canonical_json(rows))
+    digest.update(b"]")
+    return digest.hexdigest()
+
+
+_PARTS: dict[RecordFormat, tuple[bytes, bytes]] = {}
+
+
+def _format_parts(record_format: RecordFormat) -> tuple[bytes, bytes]:
+    parts = _PARTS.get(record_format)
+    if parts is None:
+        name = canonical_json(record_format.name)
+        fields = canonical_json(record_format.fields)
+        children = canonical_json(record_format.child_fields)
+        parts = (b"[" + name + b"," + fields + b",", b"," + children + b",")
+        _PARTS[record_format] = parts
+    return parts
 
 
 # Version 1 of each record's fields (the audit store's columns as of revision 0007, less
