@@ -35,7 +35,7 @@ from lookup_knowledge.adapters.audit import (
     upgrade_database,
 )
 from lookup_knowledge.adapters.audit.answer_checks import SqlAnswerCheckStore, SqlSessionEvidence
-from lookup_knowledge.adapters.audit.chain import AuditChain
+from lookup_knowledge.adapters.audit.chain import DEFAULT_KEY_FILE, AuditChain
 from lookup_knowledge.adapters.audit.trail import SqlAuditTrail
 from lookup_knowledge.adapters.config import AuditDurability, Settings
 from lookup_knowledge.adapters.durable_files import DurableFiles
@@ -281,15 +281,13 @@ AUDIT_LINGER_S = 0.05
 def _audit_chain(database: AuditDatabase, settings: Settings) -> AuditChain:
     """The tamper-evident trail (closed by the recorder): its signing key is made at
     first start in the data directory unless ``audit.signing-key`` names one."""
-    from lookup_knowledge.adapters.signing import DEFAULT_KEY_FILE, TrailSigner
-
     audit = settings.audit
     if audit.signing_key is None:
         _data_dir(settings)
     key = audit.signing_key or settings.data_dir / DEFAULT_KEY_FILE
     return AuditChain(
         database.engine,
-        TrailSigner.load_or_create(key),
+        AuditChain.key_file(key),
         every=audit.checkpoint_every,
         interval_s=audit.checkpoint_interval_s,
         witness=audit.checkpoint_file,

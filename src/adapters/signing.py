@@ -19,7 +19,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from lookup_knowledge.adapters.private_files import private_directory
 from lookup_knowledge.domain.errors import ConfigurationError
 
-DEFAULT_KEY_FILE = "audit-signing-key.pem"
 _KEY = "audit.signing-key"
 
 

@@ -18,8 +18,8 @@ from lookup_knowledge.adapters.audit import (
     create_audit_engine,
     upgrade_database,
 )
-from lookup_knowledge.adapters.audit.chain import AuditChain
-from lookup_knowledge.adapters.signing import DEFAULT_KEY_FILE, TrailSigner
+from lookup_knowledge.adapters.audit.chain import DEFAULT_KEY_FILE, AuditChain
+from lookup_knowledge.adapters.signing import TrailSigner
 from tests.e2e.hostile.support import Backend, assert_no_traceback, assert_usage_error
 from tests.support.audit_data import invocation, session
 from tests.support.postgres import POSTGRES, isolated_schema

@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
@@ -41,7 +41,6 @@ from lookup_knowledge.adapters.audit.chain_rows import (
 )
 from lookup_knowledge.adapters.audit.engine import SQLITE_BEGIN_OPTION
 from lookup_knowledge.adapters.audit.models import audit_chain, audit_chain_head, audit_checkpoint
-from lookup_knowledge.adapters.signing import TrailSigner
 from lookup_knowledge.domain.trail import (
     ANSWER_CHECK_FORMAT,
     GENESIS,
@@ -54,12 +53,16 @@ from lookup_knowledge.domain.trail import (
     make_entry,
 )
 
+if TYPE_CHECKING:  # cryptography is imported when a checkpoint is first signed
+    from lookup_knowledge.adapters.signing import TrailSigner
+
 logger = logging.getLogger(__name__)
 
 H = audit_chain_head
 CH = audit_chain
 CP = audit_checkpoint
 HEAD_ID = 1
+DEFAULT_KEY_FILE = "audit-signing-key.pem"  # in the data directory (audit.signing-key)
 CHUNK = 5000
 
 
@@ -186,12 +189,14 @@ def verify_range(
 
 
 class AuditChain:
-    """Thread-safe; one per audit database per process (the container's)."""
+    """Thread-safe; one per audit database per process (the container's). ``signer``:
+    the key, or what loads it (called when a checkpoint is first signed or the key asked
+    for: a command that only reads the store never loads ``cryptography``)."""
 
     def __init__(
         self,
         engine: Engine,
-        signer: TrailSigner,
+        signer: TrailSigner | Callable[[], TrailSigner],
         *,
         every: int = 1000,
         interval_s: float = 60.0,
@@ -201,7 +206,8 @@ class AuditChain:
         if every < 1:
             raise ValueError("every must be >= 1")
         self._engine = engine
-        self.signer = signer
+        self._signer = signer
+        self._signer_lock = threading.Lock()
         self._every = every
         self._interval_s = interval_s
         self.interval_s = interval_s
@@ -213,6 +219,24 @@ class AuditChain:
         self._timer: threading.Timer | None = None
         self._closed = False
         self.is_pg = engine.dialect.name == "postgresql"
+
+    @staticmethod
+    def key_file(path: Path) -> Callable[[], TrailSigner]:
+        """The key at ``path`` (made there when missing), loaded when first needed."""
+
+        def load() -> TrailSigner:
+            from lookup_knowledge.adapters.signing import TrailSigner
+
+            return TrailSigner.load_or_create(path)
+
+        return load
+
+    @property
+    def signer(self) -> TrailSigner:
+        with self._signer_lock:
+            if callable(self._signer):
+                self._signer = self._signer()
+            return self._signer
 
     # ------------------------------------------------------------------ appends
 

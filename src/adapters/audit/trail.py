@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, delete, func, select, text
 from sqlalchemy.exc import SQLAlchemyError
@@ -39,7 +39,6 @@ from lookup_knowledge.adapters.audit.models import (
     invocation_evidence,
     tool_invocation,
 )
-from lookup_knowledge.adapters.signing import TrailVerifyKey
 from lookup_knowledge.application.ports import check_session_id
 from lookup_knowledge.application.ports.trail import AuditTrail, PruneReport, TrailReport
 from lookup_knowledge.domain.errors import AuditError, NotFoundError
@@ -52,6 +51,9 @@ from lookup_knowledge.domain.trail import (
     ProblemKind,
     check_checkpoints,
 )
+
+if TYPE_CHECKING:  # cryptography: imported when a signature is checked
+    from lookup_knowledge.adapters.signing import TrailVerifyKey
 
 UNSIGNED_GRACE_S = 60.0
 
@@ -85,6 +87,8 @@ class SqlAuditTrail(AuditTrail):
         session_id: str | None = None,
         public_key: str | None = None,
     ) -> TrailReport:
+        from lookup_knowledge.adapters.signing import TrailVerifyKey
+
         key = (
             TrailVerifyKey.from_file(public_key)
             if public_key is not None

@@ -781,7 +781,7 @@ class AuditSettings(_Section):
     signing_key: OptionalPath = Field(
         default=None,
         description="Ed25519 private key (PEM) that signs the audit trail's checkpoints; "
-        "created (0600) at first start when missing. `audit public-key` prints its public key.",
+        "created (0600) when first needed if missing. `audit public-key` prints its public key.",
     )
     checkpoint_every: Whole = Field(
         default=1000, ge=1, description="Sign a checkpoint of the audit trail every N records."
