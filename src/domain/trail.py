@@ -531,7 +531,7 @@ class ChainVerifier:
                 else:
                     self._fail(
                         ProblemKind.CONTENT_CHANGED,
-                        f"the stored {entry.kind} (with its "
+                        f"the {entry.kind} (with its "
                         f"{'evidence' if entry.kind == 'invocation' else 'claim'} rows) no "
                         "longer hashes to the digest chained when it was recorded",
                         entry,
