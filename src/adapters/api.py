@@ -48,6 +48,7 @@ from lookup_knowledge.application.ports import (
     check_session_id,
     normalise_cited,
 )
+from lookup_knowledge.application.ports.trail import AuditTrail
 from lookup_knowledge.application.session_owner import CallerScope, SessionOwners
 from lookup_knowledge.application.tool import anthropic_tool_schema, openai_tool_schema
 from lookup_knowledge.domain.access import DocumentAccess, Principal
@@ -581,6 +582,12 @@ class LookupApp:
             scope=scope,
         )
         return await self._in_pool(call)
+
+    @property
+    def audit_trail(self) -> AuditTrail:
+        """The tamper-evident trail: verify-log, evidence bundles, prune."""
+        trail: AuditTrail = self._container.audit_trail()
+        return trail
 
     @property
     def answer_checks(self) -> AnswerCheckStore:

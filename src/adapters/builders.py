@@ -24,6 +24,7 @@ from lookup_knowledge.adapters.audit import (
     create_audit_engine,
     upgrade_database,
 )
+from lookup_knowledge.adapters.audit.chain import DEFAULT_KEY_FILE, AuditChain
 from lookup_knowledge.adapters.config import AuditDurability, Settings
 from lookup_knowledge.adapters.durable_files import DurableFiles
 from lookup_knowledge.adapters.private_files import private_directory
@@ -251,8 +252,24 @@ def audit_database(settings: Settings) -> Iterator[AuditDatabase]:
 AUDIT_LINGER_S = 0.05
 
 
+def audit_chain(database: AuditDatabase, settings: Settings) -> AuditChain:
+    """The tamper-evident trail (closed by the recorder): its signing key is made at
+    first start in the data directory unless ``audit.signing-key`` names one."""
+    audit = settings.audit
+    if audit.signing_key is None:
+        data_dir(settings)
+    key = audit.signing_key or settings.data_dir / DEFAULT_KEY_FILE
+    return AuditChain(
+        database.engine,
+        AuditChain.key_file(key),
+        every=audit.checkpoint_every,
+        interval_s=audit.checkpoint_interval_s,
+        witness=audit.checkpoint_file,
+    )
+
+
 def sql_recorder(
-    database: AuditDatabase, settings: Settings
+    database: AuditDatabase, settings: Settings, chain: AuditChain
 ) -> Iterator[SqlToolInvocationRecorder]:
     """The recorder as a Resource: ``shutdown_resources`` closes it (``LookupApp.close``;
     the CLI closes its app before ``exit_now``), moving what is pending once."""
@@ -272,6 +289,7 @@ def sql_recorder(
         adopt_unbound_journals=settings.audit.adopt_unbound_journals,
         keep_shown_text=settings.audit.keep_shown_text,
         prepare=database.pending_migration,
+        chain=chain,
     )
     try:
         yield recorder

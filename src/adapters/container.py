@@ -27,6 +27,7 @@ from lookup_knowledge.adapters.audit import (
     SqlAuditQueries,
 )
 from lookup_knowledge.adapters.audit.answer_checks import SqlAnswerCheckStore, SqlSessionEvidence
+from lookup_knowledge.adapters.audit.trail import SqlAuditTrail
 from lookup_knowledge.adapters.config import Settings
 from lookup_knowledge.adapters.runtime import (
     DisabledRecorder,
@@ -86,9 +87,10 @@ class Container(containers.DeclarativeContainer):
 
     audit_database = providers.Resource(builders.audit_database, settings)
     audit_engine = providers.Callable(attrgetter("engine"), audit_database)
+    audit_chain = providers.Singleton(builders.audit_chain, audit_database, settings)
     recorder = providers.Selector(
         providers.Callable(builders.audit_mode, settings),
-        sql=providers.Resource(builders.sql_recorder, audit_database, settings),
+        sql=providers.Resource(builders.sql_recorder, audit_database, settings, audit_chain),
         off=providers.Singleton(DisabledRecorder),
     )
     audit_queries = providers.Selector(
@@ -174,7 +176,18 @@ class Container(containers.DeclarativeContainer):
     )
     answer_checks = providers.Selector(
         providers.Callable(builders.audit_mode, settings),
-        sql=providers.Singleton(SqlAnswerCheckStore, audit_engine),
+        sql=providers.Singleton(SqlAnswerCheckStore, audit_engine, audit_chain),
+        off=providers.Callable(builders.audit_disabled),
+    )
+    # The tamper-evident trail: verify-log, evidence bundles, prune.
+    audit_trail = providers.Selector(
+        providers.Callable(builders.audit_mode, settings),
+        sql=providers.Singleton(
+            SqlAuditTrail,
+            audit_engine,
+            audit_chain,
+            barrier=providers.Callable(builders.audit_barrier, recorder),
+        ),
         off=providers.Callable(builders.audit_disabled),
     )
     stemmer = providers.Singleton(builders.stemmer, settings)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection, Engine, and_, func, insert, select
 from sqlalchemy.exc import SQLAlchemyError
@@ -48,6 +48,9 @@ from lookup_knowledge.domain.answer_check import (
     Verdict,
 )
 from lookup_knowledge.domain.errors import NotFoundError
+
+if TYPE_CHECKING:
+    from lookup_knowledge.adapters.audit.chain import AuditChain
 
 T = tool_invocation
 E = invocation_evidence
@@ -293,8 +296,11 @@ _SUMMARY_COLUMNS = (
 
 
 class SqlAnswerCheckStore(AnswerCheckStore):
-    def __init__(self, engine: Engine) -> None:
+    """``chain``: the tamper-evident trail each check is appended to (``chain.py``)."""
+
+    def __init__(self, engine: Engine, chain: AuditChain | None = None) -> None:
         self._engine = engine
+        self._chain = chain
 
     def save(self, check: AnswerCheck) -> None:
         check_id = uuid.UUID(check.id)
@@ -318,13 +324,18 @@ class SqlAnswerCheckStore(AnswerCheckStore):
             "created_at": check.created_at,
         }
         rows = [_claim_row(check_id, c) for c in check.claims]
+        chain = self._chain
         try:
-            with self._engine.begin() as conn:
+            with chain.writing() if chain else self._engine.connect() as conn, conn.begin():
                 conn.execute(insert(A), [head])
                 if rows:
                     conn.execute(insert(C), rows)
+                if chain is not None:  # the trail: chained in this transaction
+                    chain.append_check(conn, head, rows)
         except SQLAlchemyError as error:
             raise translate(error, "recording an answer check") from error
+        if chain is not None:
+            chain.committed(1)
 
     def list_checks(self, query: AnswerCheckFilter) -> tuple[AnswerCheckSummary, ...]:
         conditions = _time_conditions(A.c.created_at, query.time_range)

@@ -23,6 +23,7 @@ from lookup_knowledge.adapters.extras import require
 from lookup_knowledge.adapters.private_files import private_directory, private_file
 from lookup_knowledge.domain.errors import ConfigurationError
 from lookup_knowledge.domain.redaction import mask_url
+from lookup_knowledge.domain.trail import canonical_document
 
 SQLITE_BEGIN_OPTION = "lookup_knowledge_sqlite_begin"
 _BEGIN_MODES = {"DEFERRED": "BEGIN DEFERRED", "IMMEDIATE": "BEGIN IMMEDIATE"}
@@ -123,7 +124,9 @@ def _sqlite_engine(parsed: URL, busy_timeout_ms: int, create_dir: bool, echo: bo
         path = Path(database).expanduser()
         private_directory(path.parent, key="audit.database-url")
         private_file(path, key="audit.database-url")
-    engine = create_engine(parsed, **kwargs)
+    # JSON documents as canonical text (keys sorted, compact): the trail's verifier hashes
+    # the stored text as it is (adapters/audit/chain_rows.py).
+    engine = create_engine(parsed, json_serializer=canonical_document, **kwargs)
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:

@@ -42,7 +42,7 @@ Target = str | URL | Engine
 
 #: The newest revision under ``migrations/versions`` (a test compares it with Alembic's
 #: head): a database at this revision needs no migration.
-PACKAGED_HEAD = "0006_contradicted_verdict"
+PACKAGED_HEAD = "0007_tamper_evident_chain"
 
 
 def alembic_config(connection: Connection | None = None) -> Config:

@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     CheckConstraint,
     DateTime,
@@ -31,6 +32,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     Uuid,
+    false,
     func,
 )
 from sqlalchemy.dialects.postgresql import JSONB
@@ -235,3 +237,64 @@ tool_invocation: Table = Base.metadata.tables["tool_invocation"]
 invocation_evidence: Table = Base.metadata.tables["invocation_evidence"]
 answer_check: Table = Base.metadata.tables["answer_check"]
 claim_check: Table = Base.metadata.tables["claim_check"]
+
+
+# --- the tamper-evident trail (revision 0007; see chain.py) ------------------------------
+
+
+class ChainEntryRow(Base):
+    """One link of the hash chain per record, in commit order (``domain.trail``)."""
+
+    __tablename__ = "audit_chain"
+
+    position: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    kind: Mapped[str] = mapped_column(String(16))  # invocation | answer_check
+    record_id: Mapped[uuid.UUID] = mapped_column(Uuid())
+    session_id: Mapped[str] = mapped_column(String(MAX_ID_CHARS))
+    seq: Mapped[int | None] = mapped_column(Integer)
+    record_hash: Mapped[str] = mapped_column(String(64))
+    prev_hash: Mapped[str] = mapped_column(String(64))
+    entry_hash: Mapped[str] = mapped_column(String(64))
+    # UTC, "YYYY-MM-DD HH:MM:SS.ffffff" (text: hashed as stored on every database)
+    recorded_at: Mapped[str] = mapped_column(String(32))
+    chained_at_upgrade: Mapped[bool] = mapped_column(Boolean, server_default=false())
+
+    __table_args__ = (
+        UniqueConstraint("record_id"),
+        Index("ix_audit_chain_session_id", "session_id"),
+        Index("ix_audit_chain_recorded_at", "recorded_at"),
+    )
+
+
+class ChainHeadRow(Base):
+    """The chain's last position and hash (one row): what appends lock and extend."""
+
+    __tablename__ = "audit_chain_head"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    position: Mapped[int] = mapped_column(BigInteger)
+    entry_hash: Mapped[str] = mapped_column(String(64))
+    # The newest checkpoint's number and position: a checkpoint deleted shows.
+    signed_number: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    signed_position: Mapped[int] = mapped_column(BigInteger, server_default="0")
+
+
+class CheckpointRow(Base):
+    """A signed checkpoint (``domain.trail.Checkpoint``)."""
+
+    __tablename__ = "audit_checkpoint"
+
+    number: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    position: Mapped[int] = mapped_column(BigInteger)
+    head_hash: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[str] = mapped_column(String(32))
+    prev_checkpoint: Mapped[str] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(String(16))
+    pruned_through: Mapped[int] = mapped_column(BigInteger)
+    key_id: Mapped[str] = mapped_column(String(64))
+    signature: Mapped[str] = mapped_column(String(256))
+
+
+audit_chain: Table = Base.metadata.tables["audit_chain"]
+audit_chain_head: Table = Base.metadata.tables["audit_chain_head"]
+audit_checkpoint: Table = Base.metadata.tables["audit_checkpoint"]

@@ -31,6 +31,7 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
 
@@ -49,6 +50,9 @@ from lookup_knowledge.application.ports import (
 )
 from lookup_knowledge.domain.errors import AuditError
 
+if TYPE_CHECKING:
+    from lookup_knowledge.adapters.audit.chain import AuditChain
+
 logger = logging.getLogger(__name__)
 
 
@@ -65,6 +69,7 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
         keep_shown_text: bool = True,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        chain: AuditChain | None = None,
     ) -> None:
         self._mover = mover
         self._journal = mover.journal
@@ -73,6 +78,7 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
         self._keep_shown_text = keep_shown_text
         self._clock = clock
         self._sleep = sleep
+        self._writer_chain = chain
 
     def record(self, invocation: ToolInvocation) -> RecordOutcome:
         clean = clean_invocation(invocation)
@@ -134,6 +140,8 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
             if not self._journal.pending(session_id) and not self._foreign_pending(
                 session_id, respect_backoff=False
             ):
+                if self._writer_chain is not None:  # the trail: sign what was chained
+                    self._writer_chain.flushed()
                 return True
             remaining = deadline - self._clock()
             if remaining <= 0:
@@ -182,6 +190,8 @@ class SqlToolInvocationRecorder(ToolInvocationRecorder):
         is pending, and release the journal: what is left stays on disk for the next
         recorder. A record arriving later still goes to a journal (see ``record``)."""
         self._mover.close()
+        if self._writer_chain is not None:  # the trail: a last checkpoint
+            self._writer_chain.close()
 
 
 def build_sql_recorder(
@@ -203,6 +213,7 @@ def build_sql_recorder(
     commit_before_return: bool = False,
     adopt_unbound_journals: bool = True,
     writer: SqlBatchWriter | None = None,
+    chain: AuditChain | None = None,
 ) -> SqlToolInvocationRecorder:
     """The recorder on ``engine`` (from ``create_audit_engine``) with its journal in
     ``journal_dir`` (a local directory that survives restarts, created if missing).
@@ -221,7 +232,8 @@ def build_sql_recorder(
     journal lines written before lines named their database are moved into this one
     (``audit.adopt-unbound-journals``). ``replay_on_start``: adopt the orphans in the
     directory and move what they hold before returning. ``writer``: the SQL side (a
-    test's variant; by default a ``SqlBatchWriter`` on ``engine``)."""
+    test's variant; by default a ``SqlBatchWriter`` on ``engine``). ``chain``: the
+    tamper-evident trail every batch is appended to (``chain.py``)."""
     if write_behind and background_drain_s is None:
         raise ValueError("write_behind needs the background writer (background_drain_s)")
     journal = Journal(
@@ -232,7 +244,7 @@ def build_sql_recorder(
     )
     mover = JournalMover(
         journal,
-        writer or SqlBatchWriter(engine, sleep=sleep),
+        writer or SqlBatchWriter(engine, sleep=sleep, chain=chain),
         Backoff(backoff_initial_s, backoff_max_s, monotonic=clock),
         batch_size=batch_size,
         linger_s=linger_s,
@@ -251,4 +263,5 @@ def build_sql_recorder(
         keep_shown_text=keep_shown_text,
         clock=clock,
         sleep=sleep,
+        chain=chain,
     )

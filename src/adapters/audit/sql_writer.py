@@ -23,7 +23,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import JSON, Connection, Engine, Table, func, insert, select, text
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
@@ -32,6 +32,9 @@ from lookup_knowledge.adapters.audit.engine import SQLITE_BEGIN_OPTION
 from lookup_knowledge.adapters.audit.errors import is_seq_conflict
 from lookup_knowledge.adapters.audit.models import invocation_evidence, tool_invocation
 from lookup_knowledge.application.ports import ToolInvocation
+
+if TYPE_CHECKING:
+    from lookup_knowledge.adapters.audit.chain import AuditChain
 
 T = tool_invocation
 E = invocation_evidence
@@ -133,7 +136,8 @@ def copy_rows(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> Non
 
 class SqlBatchWriter:
     """Thread-safe (holds no state but its engine). ``sleep``: the pause between the
-    retries of a batch that met another writer's seq."""
+    retries of a batch that met another writer's seq. ``chain``: the tamper-evident
+    trail each batch is appended to, in its transaction (``chain.py``)."""
 
     def __init__(
         self,
@@ -141,6 +145,7 @@ class SqlBatchWriter:
         *,
         max_seq_retries: int = 20,
         sleep: Callable[[float], None] = time.sleep,
+        chain: AuditChain | None = None,
     ) -> None:
         if max_seq_retries < 1:
             raise ValueError("max_seq_retries must be >= 1")
@@ -149,12 +154,15 @@ class SqlBatchWriter:
         self._sleep = sleep
         self.is_pg = engine.dialect.name == "postgresql"
         self.is_sqlite = engine.dialect.name == "sqlite"
+        self.chain = chain
 
     def write(self, invocations: list[ToolInvocation]) -> None:
         """Insert those not stored yet, in one transaction, seq in journal order."""
         for attempt in range(1, self._max_seq_retries + 1):
             try:
-                self._insert_batch(invocations)
+                stored = self._insert_batch(invocations)
+                if self.chain is not None:  # the trail: a checkpoint when one is due
+                    self.chain.committed(stored)
                 return
             except IntegrityError as error:
                 if attempt == self._max_seq_retries or not (
@@ -172,7 +180,7 @@ class SqlBatchWriter:
             found = _present(conn, [uuid.UUID(i) for i in ids])
         return {str(i).lower() for i in found}
 
-    def _insert_batch(self, invocations: list[ToolInvocation]) -> None:
+    def _insert_batch(self, invocations: list[ToolInvocation]) -> int:
         options = {SQLITE_BEGIN_OPTION: "IMMEDIATE"} if self.is_sqlite else {}
         with self._engine.connect().execution_options(**options) as conn, conn.begin():
             sessions = sorted({i.session_id for i in invocations})
@@ -194,6 +202,9 @@ class SqlBatchWriter:
                 evidence.extend(evidence_rows(invocation))
             if rows:
                 self._insert_rows(conn, rows, evidence)
+                if self.chain is not None:  # the trail: chained in this transaction
+                    self.chain.append_invocations(conn, rows, evidence)
+            return len(rows)
 
     def _insert_rows(
         self, conn: Connection, rows: list[dict[str, Any]], evidence: list[dict[str, Any]]

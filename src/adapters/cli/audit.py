@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from lookup_knowledge.adapters.cli.answer_check import register_answer_commands
+from lookup_knowledge.adapters.cli.audit_trail import register_trail_commands
 from lookup_knowledge.adapters.cli.context import command_group, open_audit_app, parse_when
 from lookup_knowledge.adapters.cli.render import (
     add_row,
@@ -277,3 +278,4 @@ def _summary_data(summary: QualitySummary) -> dict[str, object]:
 
 
 register_answer_commands(audit_app, open_audit_app)  # audit check-answer, audit checks
+register_trail_commands(audit_app, open_audit_app)  # verify-log, export, verify-bundle, prune

@@ -104,6 +104,7 @@ _DEFAULT_TEXT = {
     "milvus.uri": "<data-dir>/milvus.db",
     "audit.database-url": "sqlite:///<data-dir>/audit.db",
     "audit.journal-dir": "<data-dir>/audit-journal",
+    "audit.signing-key": "<data-dir>/audit-signing-key.pem",
     "embedder.openai.api-key": "$OPENAI_API_KEY",
     "audit.check.judge.api-key": "$OPENAI_API_KEY",
     "rag.rerank.api-key": "$RERANK_API_KEY",

@@ -702,6 +702,26 @@ class AuditSettings(_Section):
         "the answer checker then re-reads the block and compares hashes).",
     )
     check: AnswerCheckConfig = Field(default_factory=AnswerCheckConfig)
+    # --- the tamper-evident trail (docs/audit.md) ---
+    signing_key: OptionalPath = Field(
+        default=None,
+        description="Ed25519 private key (PEM) that signs the audit trail's checkpoints; "
+        "created (0600) when first needed if missing. `audit public-key` prints its public key.",
+    )
+    checkpoint_every: Whole = Field(
+        default=1000, ge=1, description="Sign a checkpoint of the audit trail every N records."
+    )
+    checkpoint_interval_s: Number = Field(
+        default=60.0,
+        gt=0,
+        description="Sign a checkpoint at most this many seconds after a record not yet "
+        "signed (one is also signed on flush and when the recorder closes).",
+    )
+    checkpoint_file: OptionalPath = Field(
+        default=None,
+        description="Also append each checkpoint as a JSON line to this file, for a "
+        "witness outside the database ('-': standard output).",
+    )
 
     @field_validator("database_url")
     @classmethod

@@ -30,7 +30,15 @@ from lookup_knowledge.domain.errors import AuditUnavailable
 from tests.support.postgres import isolated_schema
 from tests.support.tcp_proxy import closed_port
 
-AUDIT_TABLES = {"tool_invocation", "invocation_evidence", "answer_check", "claim_check"}
+AUDIT_TABLES = {
+    "tool_invocation",
+    "invocation_evidence",
+    "answer_check",
+    "claim_check",
+    "audit_chain",
+    "audit_chain_head",
+    "audit_checkpoint",
+}
 
 
 @pytest.fixture
