@@ -45,7 +45,6 @@ from lookup_knowledge.adapters.runtime import (
 )
 from lookup_knowledge.application.access_check import CitationAccess
 from lookup_knowledge.application.answer_check import CheckAnswer
-from lookup_knowledge.application.evaluation import Replay, RunEval
 from lookup_knowledge.application.health import CheckHealth
 from lookup_knowledge.application.ingest import IngestConfig, IngestDocuments
 from lookup_knowledge.application.lookup import LookupKnowledge
@@ -84,6 +83,7 @@ if TYPE_CHECKING:
     )
     from lookup_knowledge.adapters.telemetry import OpenTelemetryTelemetry
     from lookup_knowledge.adapters.text import SnowballJiebaAnalyzer
+    from lookup_knowledge.application.evaluation import Replay, RunEval
 
 logger = logging.getLogger(__name__)
 
@@ -448,6 +448,19 @@ def _embedder_choices(settings: providers.Provider[Settings]) -> dict[str, provi
 # ------------------------------------------------------------------ the container
 
 
+def _run_eval(**kwargs: Any) -> RunEval:
+    """The eval harness, imported when one runs (a lookup or a read command never does)."""
+    from lookup_knowledge.application.evaluation import RunEval
+
+    return RunEval(**kwargs)
+
+
+def _replay(**kwargs: Any) -> Replay:
+    from lookup_knowledge.application.evaluation import Replay
+
+    return Replay(**kwargs)
+
+
 class Container(containers.DeclarativeContainer):
     settings = providers.Dependency(instance_of=Settings)
 
@@ -586,7 +599,7 @@ class Container(containers.DeclarativeContainer):
 
     ranking_metrics = providers.Factory(_ranking_metrics)
     run_eval = providers.Factory(
-        RunEval,
+        _run_eval,
         ingest=ingest,
         lookup=lookup,
         audit=audit_queries,
@@ -597,7 +610,7 @@ class Container(containers.DeclarativeContainer):
         after_ingest=store.provided.seal,
     )
     replay = providers.Factory(
-        Replay,
+        _replay,
         lookup=lookup,
         audit=audit_queries,
         recorder=recorder,
