@@ -144,38 +144,55 @@ WRITTEN = {RecordOutcome.COMMITTED, getattr(RecordOutcome, "JOURNALED", RecordOu
 
 
 def bench_writes(
-    label: str, engine: Engine, records: int, threads: int, *, write_behind: bool
+    label: str,
+    engine: Engine,
+    records: int,
+    threads: int,
+    *,
+    write_behind: bool,
+    linger_s: float = 0.0,
+    fsync: bool = True,
+    sequential: bool = True,
 ) -> None:
     """Records/s sustained (every record in the database: the clock stops after the
     final flush) and what each ``record`` call costs the caller (the lookup)."""
     mode = "write-behind" if write_behind else "inline"
+    if linger_s:
+        mode += f" linger {linger_s:g} s"
+    if not fsync:
+        mode += " durability=process"
     with tempfile.TemporaryDirectory() as spool:
         # Only the write-behind run names the option: the inline run also runs on the
         # code before the journal (an A/B across it).
-        extra: dict[str, bool] = {"write_behind": True} if write_behind else {}
+        extra: dict[str, object] = {"write_behind": True} if write_behind else {}
+        if linger_s:
+            extra["linger_s"] = linger_s
+        if not fsync:
+            extra["files"] = DurableFiles(enabled=False)
         try:
             recorder = build_sql_recorder(engine, Path(spool), **extra)
         except TypeError:
             print(f"  {label:<11} {mode:<12} (not in this version)")
             return
-        session_id = f"write-bench-{uuid.uuid4().hex[:8]}"
-        latencies: list[float] = []
-        start = time.perf_counter()
-        for n in range(records):
-            record = make_record(session_id, n)
-            t0 = time.perf_counter()
-            outcome = recorder.record(record)
-            latencies.append((time.perf_counter() - t0) * 1000)
-            if outcome not in WRITTEN:
-                raise SystemExit(f"{label}: record {n} was {outcome}")
-        if not recorder.flush(timeout_s=600):
-            raise SystemExit(f"{label}: records still pending after the flush")
-        elapsed = time.perf_counter() - start
-        print(
-            f"  {label:<11} {mode:<12} sequential: {records} records x {EVIDENCE_PER} "
-            f"evidence rows: {records / elapsed:,.0f} records/s sustained; record() "
-            f"p50 {pct(latencies, 50):.2f} ms, p95 {pct(latencies, 95):.2f} ms"
-        )
+        if sequential:
+            session_id = f"write-bench-{uuid.uuid4().hex[:8]}"
+            latencies: list[float] = []
+            start = time.perf_counter()
+            for n in range(records):
+                record = make_record(session_id, n)
+                t0 = time.perf_counter()
+                outcome = recorder.record(record)
+                latencies.append((time.perf_counter() - t0) * 1000)
+                if outcome not in WRITTEN:
+                    raise SystemExit(f"{label}: record {n} was {outcome}")
+            if not recorder.flush(timeout_s=600):
+                raise SystemExit(f"{label}: records still pending after the flush")
+            elapsed = time.perf_counter() - start
+            print(
+                f"  {label:<11} {mode:<12} sequential: {records} records x {EVIDENCE_PER} "
+                f"evidence rows: {records / elapsed:,.0f} records/s sustained; record() "
+                f"p50 {pct(latencies, 50):.2f} ms, p95 {pct(latencies, 95):.2f} ms"
+            )
 
         per_thread = records // threads
         barrier = threading.Barrier(threads)
@@ -197,18 +214,19 @@ def bench_writes(
                 thread_latencies.extend(mine)
 
         workers = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         for w in workers:
             w.start()
         for w in workers:
             w.join()
         if not recorder.flush(timeout_s=600):
             raise SystemExit(f"{label}: records still pending after the flush")
-        elapsed = time.perf_counter() - start
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
         total = per_thread * threads
         print(
             f"  {label:<11} {mode:<12} {threads} threads: {total} records: "
-            f"{total / elapsed:,.0f} records/s sustained; record() p50 "
+            f"{total / elapsed:,.0f} records/s sustained ({total / cpu:,.0f} per CPU-second "
+            f"of this process, making the records included); record() p50 "
             f"{pct(thread_latencies, 50):.2f} ms, p95 {pct(thread_latencies, 95):.2f} ms"
             f"{' (ERRORS: ' + str(len(errors)) + ')' if errors else ''}"
         )
@@ -247,10 +265,39 @@ def bench_transfer(label: str, engine: Engine, records: int) -> None:
     )
 
 
-def bench_all_writes(label: str, engine: Engine, records: int, threads: int) -> None:
-    for write_behind in (False, True):
-        bench_writes(label, engine, records, threads, write_behind=write_behind)
-    bench_transfer(label, engine, max(records, 10_000))
+def bench_all_writes(
+    label: str, engine: Engine, records: int, threads: int, *, write_behind_only: bool = False
+) -> None:
+    """Inline and write-behind (no linger, and the container's linger), then the batch
+    transfer; ``write_behind_only``: the write-behind runs only (the end-to-end rate)."""
+    from lookup_knowledge.adapters.container import AUDIT_LINGER_S
+
+    if not write_behind_only:
+        bench_writes(label, engine, records, threads, write_behind=False)
+    sequential = not write_behind_only  # the end-to-end rate is the writers' one
+    for linger_s in (0.0, AUDIT_LINGER_S):
+        bench_writes(
+            label,
+            engine,
+            records,
+            threads,
+            write_behind=True,
+            linger_s=linger_s,
+            sequential=sequential,
+        )
+    if write_behind_only:  # the rate without the disk's fsync: what the code allows
+        bench_writes(
+            label,
+            engine,
+            records,
+            threads,
+            write_behind=True,
+            linger_s=AUDIT_LINGER_S,
+            fsync=False,
+            sequential=False,
+        )
+    if not write_behind_only:
+        bench_transfer(label, engine, max(records, 10_000))
 
 
 # --------------------------------------------------------------------------- bulk load
@@ -447,7 +494,12 @@ def probe_fsync(folder: Path, count: int = 30) -> float:
 
 
 def bench_in_lookups(
-    queries_n: int, warmup: int, data_dir: Path | None, embedder: str, compare_inline: bool
+    queries_n: int,
+    warmup: int,
+    data_dir: Path | None,
+    embedder: str,
+    compare_inline: bool,
+    corpus_sample: int | None = None,
 ) -> None:
     from _scifact import DEFAULT_DATA_DIR, open_scifact, stats
 
@@ -456,7 +508,11 @@ def bench_in_lookups(
     from lookup_knowledge.domain.settings import RetrievalSettings
 
     app, container, beir, collection = open_scifact(
-        data_dir=data_dir or DEFAULT_DATA_DIR, embedder=embedder
+        data_dir=data_dir or DEFAULT_DATA_DIR,
+        embedder=embedder,
+        # A small corpus: the judged documents of the queries run, plus that many others.
+        limit_queries=None if corpus_sample is None else warmup + queries_n,
+        corpus_sample=corpus_sample,
     )
     with app, tempfile.TemporaryDirectory() as spool:
         config = LookupConfig(retrieval=RetrievalSettings(retrieve_k=20))
@@ -498,6 +554,7 @@ def bench_in_lookups(
         except (TypeError, AttributeError):
             pass
         fsync_ms = probe_fsync(Path(spool))
+        load_before = os.getloadavg()[0]
         queries = [q.text for q in beir.dataset.queries][: warmup + queries_n]
         stamp = uuid.uuid4().hex[:8]
         rows: dict[str, list[float]] = {name: [] for name in systems}
@@ -527,7 +584,8 @@ def bench_in_lookups(
     print(
         f"(c) audit cost inside real lookups: {n} SciFact queries after {warmup} warm-up, "
         f"collection {collection} ({chunks} chunks, Milvus Lite), embedder {embedder}, "
-        "retrieve-k 20, SQLite audit store; interleaved per query, rotating order"
+        "retrieve-k 20, SQLite audit store; interleaved per query, rotating order; load "
+        f"average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after on {os.cpu_count()} cpus"
     )
     print(
         f"  fsync of a 1 KB append on this disk: p50 {fsync_ms:.2f} ms before the run, "
@@ -639,6 +697,30 @@ def server_url(raw: str | None) -> URL:
     return url
 
 
+def _write_behind_only(server: URL, name: str, args: argparse.Namespace) -> int:
+    """PostgreSQL only: records written by ``--threads`` writers and moved, end to end."""
+    admin = create_engine(server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    engine = create_audit_engine(server.set(database=name), pool_size=args.threads + 1)
+    try:
+        upgrade_database(engine)
+        bench_all_writes(
+            "PostgreSQL", engine, args.write_records, args.threads, write_behind_only=True
+        )
+        print(
+            f"  load average at the end {os.getloadavg()[0]:.2f}; fsync of a 1 KB append "
+            f"p50 {probe_fsync(Path(tempfile.gettempdir())):.2f} ms"
+        )
+    finally:
+        engine.dispose()
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -653,11 +735,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--writes-only", action="store_true", help="(a) only: no bulk load, no verify"
     )
+    parser.add_argument(
+        "--write-behind-only",
+        action="store_true",
+        help="(a) on PostgreSQL, write-behind only: records/s end to end",
+    )
     parser.add_argument("--in-lookups", type=int, default=0, metavar="N", help="(c) only")
     parser.add_argument("--durability", type=int, default=0, metavar="N", help="(d) only")
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--data-dir", type=Path, default=None)
     parser.add_argument("--embedder", default="onnx-minilm")
+    parser.add_argument(
+        "--corpus-sample",
+        type=int,
+        default=None,
+        metavar="N",
+        help="(c) on a small corpus: the queries' judged documents plus N others",
+    )
     parser.add_argument(
         "--compare-inline",
         action="store_true",
@@ -666,7 +760,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.in_lookups:
         bench_in_lookups(
-            args.in_lookups, args.warmup, args.data_dir, args.embedder, args.compare_inline
+            args.in_lookups,
+            args.warmup,
+            args.data_dir,
+            args.embedder,
+            args.compare_inline,
+            args.corpus_sample,
         )
         return 0
     if args.durability:
@@ -688,7 +787,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.bench_db.replace("_", "").isalnum():
         raise SystemExit("--bench-db must be letters, digits and underscores")
 
-    print(f"audit benchmark  python {sys.version.split()[0]}  cpus {os.cpu_count()}")
+    print(
+        f"audit benchmark  python {sys.version.split()[0]}  cpus {os.cpu_count()}  load "
+        f"average {os.getloadavg()[0]:.2f}"
+    )
+    if args.write_behind_only:
+        return _write_behind_only(server_url(args.url), args.bench_db, args)
     print(
         "\n(a) write cost (SqlToolInvocationRecorder.record: durable in the journal before "
         "it returns; inline: also moved into the database before it returns; write-behind: "

@@ -23,12 +23,11 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from lookup_knowledge.adapters.config import Settings, load_settings
 from lookup_knowledge.adapters.container import Container
 from lookup_knowledge.application.answer_check import CheckAnswer, OwnedView
-from lookup_knowledge.application.evaluation import MEASURES, Replay, RunEval
 from lookup_knowledge.application.health import Health
 from lookup_knowledge.application.ingest import IngestProgress, IngestReport
 from lookup_knowledge.application.lookup import LookupKnowledge, LookupOptions, LookupResult
@@ -54,6 +53,9 @@ from lookup_knowledge.application.tool import anthropic_tool_schema, openai_tool
 from lookup_knowledge.domain.access import DocumentAccess, Principal
 from lookup_knowledge.domain.errors import AccessDenied, InvalidInputError, LookupKnowledgeError
 from lookup_knowledge.domain.model import SearchMode
+
+if TYPE_CHECKING:
+    from lookup_knowledge.application.evaluation import Replay, RunEval
 
 _T = TypeVar("_T")
 _LOG = logging.getLogger(__name__)
@@ -601,10 +603,13 @@ class LookupApp:
 
     # ------------------------------------------------------------------ eval, replay
 
-    def eval_runner(self, measures: tuple[str, ...] = MEASURES) -> RunEval:
-        """The Eval harness on this app's knowledge store, lookup and audit store."""
+    def eval_runner(self, measures: tuple[str, ...] | None = None) -> RunEval:
+        """The Eval harness on this app's knowledge store, lookup and audit store
+        (``measures``: default ``MEASURES``; imported here: a lookup never needs it)."""
+        from lookup_knowledge.application.evaluation import MEASURES
+
         self._check_open()
-        runner: RunEval = self._container.run_eval(measures=measures)
+        runner: RunEval = self._container.run_eval(measures=measures or MEASURES)
         return runner
 
     def replayer(self) -> Replay:

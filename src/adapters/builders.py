@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     )
     from lookup_knowledge.adapters.telemetry import OpenTelemetryTelemetry
     from lookup_knowledge.adapters.text import SnowballJiebaAnalyzer
+    from lookup_knowledge.application.evaluation import Replay, RunEval
 
 logger = logging.getLogger(__name__)
 
@@ -395,6 +396,19 @@ def ingest_settings(settings: Settings) -> IngestConfig:
         embed_batch_size=settings.embedder.batch_size,
         write_batch_size=settings.ingest.batch_size,
     )
+
+
+def run_eval(**kwargs: Any) -> RunEval:
+    """The eval harness, imported when one runs (a lookup or a read command never does)."""
+    from lookup_knowledge.application.evaluation import RunEval
+
+    return RunEval(**kwargs)
+
+
+def replay(**kwargs: Any) -> Replay:
+    from lookup_knowledge.application.evaluation import Replay
+
+    return Replay(**kwargs)
 
 
 def ranking_metrics() -> RankingMetrics:

@@ -36,7 +36,6 @@ from lookup_knowledge.adapters.runtime import (
 )
 from lookup_knowledge.application.access_check import CitationAccess
 from lookup_knowledge.application.answer_check import CheckAnswer
-from lookup_knowledge.application.evaluation import Replay, RunEval
 from lookup_knowledge.application.health import CheckHealth
 from lookup_knowledge.application.ingest import IngestDocuments
 from lookup_knowledge.application.lookup import LookupKnowledge
@@ -215,7 +214,7 @@ class Container(containers.DeclarativeContainer):
 
     ranking_metrics = providers.Factory(builders.ranking_metrics)
     run_eval = providers.Factory(
-        RunEval,
+        builders.run_eval,
         ingest=ingest,
         lookup=lookup,
         audit=audit_queries,
@@ -226,7 +225,7 @@ class Container(containers.DeclarativeContainer):
         after_ingest=store.provided.seal,
     )
     replay = providers.Factory(
-        Replay,
+        builders.replay,
         lookup=lookup,
         audit=audit_queries,
         recorder=recorder,

@@ -208,3 +208,17 @@ def test_a_command_that_needs_the_audit_store_does_load_its_driver(tmp_path: Pat
     modules, code, _ = _loaded_by("--data-dir", str(tmp_path), "db", "current")
     assert code == 1, "an empty database is not at head"
     assert "sqlalchemy" in modules
+
+
+def test_a_lookup_and_the_read_commands_do_not_load_the_evaluation_harness(
+    recorded: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data, _ = recorded
+    monkeypatch.setenv("LOOKUP_KNOWLEDGE_SEARCH__BACKEND", "memory")
+    monkeypatch.setenv("LOOKUP_KNOWLEDGE_EMBEDDER__PROVIDER", "hashing")
+    for args in (("lookup", "server connections"), ("audit", "list", "--session", "s-1")):
+        _, ours, code, output = _probe("--data-dir", data, *args)
+        assert code in (0, None), output
+        assert "lookup_knowledge.application.lookup" in ours or args[0] == "audit"
+        loaded = {n for n in ours if n.startswith("lookup_knowledge.application.evaluation")}
+        assert not loaded, f"{' '.join(args)} imported {sorted(loaded)}"

@@ -12,7 +12,7 @@ import zlib
 from dataclasses import dataclass
 from enum import StrEnum
 
-from lookup_knowledge.adapters.audit.codec import from_json, to_json
+from lookup_knowledge.adapters.audit.codec import ascii_json, from_json, to_json
 from lookup_knowledge.application.ports import ToolInvocation
 from lookup_knowledge.domain.errors import AuditError
 
@@ -50,7 +50,7 @@ def encode(
     if database is not None:
         document["db"] = database
     document["invocation"] = to_json(invocation, cleaned=cleaned)
-    body = json.dumps(document, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+    body = ascii_json(document)
     return f"{zlib.crc32(body.encode('ascii')):08x} {body}\n"
 
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import JSON, Connection, Engine, Table, func, insert, select, text
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 
+from lookup_knowledge.adapters.audit.codec import json_bytes
 from lookup_knowledge.adapters.audit.engine import SQLITE_BEGIN_OPTION
 from lookup_knowledge.adapters.audit.errors import is_seq_conflict
 from lookup_knowledge.adapters.audit.models import invocation_evidence, tool_invocation
@@ -115,7 +116,8 @@ def evidence_rows(invocation: ToolInvocation) -> list[dict[str, Any]]:
 
 def copy_rows(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
     """``COPY table (columns of the rows) FROM STDIN`` through psycopg, in ``conn``'s
-    transaction. Values go as the ORM would send them (JSON documents as ``Jsonb``); a
+    transaction. Values go as the ORM would send them (JSON documents as ``Jsonb``,
+    serialised by ``json_bytes``); a
     driver error is raised as SQLAlchemy's (``IntegrityError`` ...), like ``execute``."""
     if not rows:
         return
@@ -129,7 +131,9 @@ def copy_rows(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> Non
     try:
         with raw.cursor() as cursor, cursor.copy(statement) as copy:  # type: ignore[union-attr]
             for row in rows:
-                copy.write_row([Jsonb(row[c]) if c in json_columns else row[c] for c in columns])
+                copy.write_row(
+                    [Jsonb(row[c], json_bytes) if c in json_columns else row[c] for c in columns]
+                )
     except PsycopgError as error:
         raise DBAPIError.instance(statement, None, error, PsycopgError) from error
 

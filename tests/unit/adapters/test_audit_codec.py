@@ -1,16 +1,32 @@
 """``clean_json``: the fast type checks give what the general rules give, and cleaning
-twice changes nothing (the journal line of a cleaned record is not cleaned again)."""
+twice changes nothing (the journal line of a cleaned record is not cleaned again).
+``clean_invocation``'s copy (not validated again) is the field-by-field one and valid;
+journal lines (orjson, the standard library for what it refuses) are ASCII and read back."""
 
 from __future__ import annotations
 
+import json
 import math
+import uuid
 from collections.abc import Mapping
+from dataclasses import fields, replace
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lookup_knowledge.adapters.audit.codec import clean_json, clean_text
+from lookup_knowledge.adapters.audit.codec import (
+    ascii_json,
+    clean_invocation,
+    clean_json,
+    clean_text,
+    json_bytes,
+)
+from lookup_knowledge.adapters.audit.journal_format import decode_bound, encode
+from lookup_knowledge.application.ports import EvidenceRecord, ToolInvocation, validate_invocation
+from lookup_knowledge.domain.errors import AuditError
 
 TEXT = st.text(
     alphabet=st.one_of(
@@ -65,3 +81,137 @@ def test_deep_nesting_is_cut_the_same_way() -> None:
     for _ in range(80):
         deep = {"k": [deep]}
     assert clean_json(deep) == reference(deep)
+
+
+# ------------------------------------------------------------------ records and lines
+
+ID_TEXT = st.text(
+    alphabet=st.one_of(
+        st.characters(codec="utf-8", exclude_categories=("Cs",)),
+        st.sampled_from(["\x00", "\ud800", "\ude00", "\ud83d", "é", "数"]),
+    ),
+    min_size=1,
+    max_size=12,
+).filter(str.strip)
+
+
+@st.composite
+def records(draw: st.DrawFn) -> ToolInvocation:
+    """Valid records whose free texts (query, ids, error, shown text, details) may hold
+    what cleaning replaces: NUL, lone surrogates, surrogate pairs."""
+    shown = draw(st.lists(st.one_of(st.none(), TEXT), min_size=0, max_size=3))
+    return ToolInvocation(
+        id=str(uuid.UUID(int=draw(st.integers(0, 2**128 - 1)))).upper(),
+        session_id=draw(ID_TEXT),
+        query=draw(TEXT),
+        status="ok",
+        started_at=datetime(2030, 1, 2, 3, 4, 5, tzinfo=timezone(timedelta(hours=2))),
+        duration_ms=1.5,
+        step_id=draw(st.one_of(st.none(), ID_TEXT)),
+        error_message=draw(st.one_of(st.none(), TEXT)),
+        retrieval_details=draw(st.dictionaries(TEXT, VALUES, max_size=4)),
+        evidence=tuple(
+            EvidenceRecord(
+                rank=rank,
+                document_id=f"doc-{rank}#chunk-0",
+                doc_id=f"doc-{rank}",
+                chunk_index=0,
+                source="guide.md",
+                category="billing",
+                score_before=0.5,
+                score_after=0.6,
+                projected=True,
+                in_context_pack=False,
+                content_hash="0" * 64,
+                shown_text=text,
+            )
+            for rank, text in enumerate(shown, 1)
+        ),
+    )
+
+
+def replaced(record: ToolInvocation) -> ToolInvocation:
+    """``clean_invocation`` as it was written first: ``dataclasses.replace`` field by
+    field (which validates the copy again)."""
+
+    def cleaned(item: Any) -> dict[str, Any]:
+        return {
+            f.name: clean_text(getattr(item, f.name))
+            for f in fields(item)
+            if isinstance(getattr(item, f.name), str)
+        }
+
+    details = clean_json(dict(record.retrieval_details))
+    details.setdefault("version", 1)
+    changes = {k: v for k, v in cleaned(record).items() if k not in ("id", "retrieval_details")}
+    return replace(
+        record,
+        **changes,
+        id=record.id.lower(),
+        started_at=record.started_at.astimezone(UTC),
+        retrieval_details=details,
+        evidence=tuple(replace(e, **cleaned(e)) for e in record.evidence),
+    )
+
+
+@given(records())
+def test_the_cleaned_copy_is_what_field_by_field_replacement_gives_and_still_valid(
+    record: ToolInvocation,
+) -> None:
+    clean = clean_invocation(record)
+    assert clean == replaced(record)
+    validate_invocation(clean)  # the copy skipped __post_init__: it must still pass
+    assert all(clean_text(e.shown_text or "") == (e.shown_text or "") for e in clean.evidence)
+
+
+@given(records())
+def test_a_journal_line_is_ascii_and_reads_back_as_the_cleaned_record(
+    record: ToolInvocation,
+) -> None:
+    clean = clean_invocation(record)
+    line = encode(clean, cleaned=True, database="db-key")
+    assert line.isascii()
+    assert decode_bound(line) == (clean, "db-key")
+    body = line.split(" ", 1)[1]
+    assert json.loads(body) == json.loads(
+        json.dumps(json.loads(body), ensure_ascii=True, separators=(",", ":"))
+    )
+
+
+@given(VALUES.filter(lambda v: v == v))  # no NaN at the top (NaN != NaN)
+def test_ascii_json_reads_back_as_the_standard_library_writes_it(value: object) -> None:
+    clean = clean_json(value)
+    text = ascii_json(clean)
+    assert text.isascii()
+    assert text == text.strip()
+    assert json.loads(text) == json.loads(json.dumps(clean, ensure_ascii=True))
+    assert json.loads(json_bytes(clean)) == json.loads(text)
+
+
+def test_json_the_fast_encoder_refuses_is_written_by_the_standard_library() -> None:
+    huge = {"count": 2**70, "text": "é 数 \U0001f600"}  # beyond 64 bits; non-ASCII
+    assert json.loads(ascii_json(huge)) == huge
+    assert ascii_json(huge).isascii()
+    assert json.loads(json_bytes(huge)) == huge
+
+
+def test_a_record_no_store_could_keep_is_still_refused_where_it_is_made() -> None:
+    good = clean_invocation(
+        ToolInvocation(
+            id=str(uuid.uuid4()),
+            session_id="s",
+            query="q",
+            status="ok",
+            started_at=datetime(2030, 1, 1, tzinfo=UTC),
+            duration_ms=1.0,
+        )
+    )
+    with pytest.raises(AuditError, match="id is not a UUID"):
+        replace(good, id="not-a-uuid")
+    with pytest.raises(AuditError, match="evidence document_id"):
+        replace(
+            good,
+            evidence=(
+                EvidenceRecord(1, "a\x00b", None, None, "s.md", "c", 0.1, 0.2, True, False, "0"),
+            ),
+        )
