@@ -25,9 +25,11 @@ from typing import Any
 
 from lookup_knowledge.adapters.milvus.collection import KnowledgeCollection, fulltext_row
 from lookup_knowledge.adapters.milvus.connection import MilvusConnection
+from lookup_knowledge.adapters.milvus.dense_index import DenseIndex
 from lookup_knowledge.adapters.milvus.errors import DRIVER_ERRORS, translate_ingest
 from lookup_knowledge.adapters.milvus.filters import all_of, eq, groups_key, in_list, not_in_list
 from lookup_knowledge.adapters.milvus.fulltext import FullTextIndex
+from lookup_knowledge.adapters.milvus.lite_dense import dense_row, drop_lite_dense, lite_dense
 from lookup_knowledge.adapters.milvus.lite_load import load_lite
 from lookup_knowledge.adapters.milvus.schema import (
     ACCESS_PUBLIC,
@@ -318,6 +320,7 @@ class MilvusKnowledgeStore(KnowledgeStore):
         if existed:
             self._call("drop_collection", client.drop_collection, self._collection.name)
         self._collection.drop_fulltext()
+        drop_lite_dense(self._collection)  # the dense index beside Lite (lite_dense.py)
         self._collection.invalidate()
         return existed
 
@@ -361,6 +364,8 @@ class MilvusKnowledgeStore(KnowledgeStore):
             self._collection.invalidate()
             if index is not None:
                 index.settle()  # Milvus has flushed: both sides hold the same rows
+            if (dense := lite_dense(self._collection)) is not None:
+                dense.settle()  # the dense index beside Lite, likewise (lite_dense.py)
             self._advise()
         self._store_background(client)
 
@@ -551,21 +556,28 @@ class MilvusKnowledgeStore(KnowledgeStore):
         layout = self._require()
         client = self._client()
         index = self._collection.fulltext()
+        dense = lite_dense(self._collection)
         written = 0
         for start in range(0, len(records), self._batch):
             rows = [self._row(r, layout) for r in records[start : start + self._batch]]
-            with self._mirrored(index, [_doc_key(row) for row in rows]):
+            keys = [_doc_key(row) for row in rows]
+            with self._mirrored(index, keys), self._mirrored(dense, keys):
                 self._call("upsert", client.upsert, self._collection.name, data=rows)
                 if index is not None:
                     index.upsert([fulltext_row(row) for row in rows])
+                if dense is not None:
+                    dense.upsert([dense_row(row) for row in rows])
             written += len(rows)
         return written
 
     @contextlib.contextmanager
-    def _mirrored(self, index: FullTextIndex | None, doc_keys: Sequence[str]) -> Iterator[None]:
-        """A Milvus write and the same change to Lite's full-text index: the document
-        keys (``storage_key(tenant, doc_id)``) are journalled first, and a failure leaves the index to be repaired from Milvus
-        before its next use (``fulltext.py``)."""
+    def _mirrored(
+        self, index: FullTextIndex | DenseIndex | None, doc_keys: Sequence[str]
+    ) -> Iterator[None]:
+        """A Milvus write and the same change to an index beside Lite (full-text, dense):
+        the document keys (``storage_key(tenant, doc_id)``) are journalled first, and a
+        failure leaves the index to be repaired from Milvus before its next use
+        (``fulltext.py``, ``dense_index.py``)."""
         if index is None:
             yield
             return
@@ -573,7 +585,7 @@ class MilvusKnowledgeStore(KnowledgeStore):
             index.mark(doc_keys)
         except OSError as error:
             raise IngestError(
-                f"cannot write the full-text journal in {index.root}: {error}"
+                f"cannot write the journal of the index in {index.root}: {error}"
             ) from error
         try:
             yield
@@ -592,10 +604,11 @@ class MilvusKnowledgeStore(KnowledgeStore):
         deleted = 0
         unique = list(dict.fromkeys(doc_ids))
         index = self._collection.fulltext()
+        dense = lite_dense(self._collection)
         for start in range(0, len(unique), self._filter_batch):
             docs = unique[start : start + self._filter_batch]
             kept = [k for d in docs for k in keep.get(d, ())]
-            with self._mirrored(index, docs):
+            with self._mirrored(index, docs), self._mirrored(dense, docs):
                 for expression in self._by_document(layout, docs):
                     selected = all_of([expression, not_in_list(PK, kept) if kept else None])
                     result = self._read(
@@ -604,6 +617,8 @@ class MilvusKnowledgeStore(KnowledgeStore):
                     deleted += _deleted(result)
                 if index is not None:
                     index.delete_except(docs, kept)
+                if dense is not None:
+                    dense.delete_except(docs, kept)
         return deleted
 
     def delete_documents(self, doc_ids: Sequence[str]) -> int:
@@ -613,8 +628,9 @@ class MilvusKnowledgeStore(KnowledgeStore):
         client = self._client()
         unique = list(dict.fromkeys(doc_ids))
         index = self._collection.fulltext()
+        dense = lite_dense(self._collection)
         deleted = 0
-        with self._mirrored(index, unique):
+        with self._mirrored(index, unique), self._mirrored(dense, unique):
             for expression in self._by_document(layout, unique):
                 result = self._read(
                     "delete documents", client.delete, self._collection.name, filter=expression
@@ -622,6 +638,8 @@ class MilvusKnowledgeStore(KnowledgeStore):
                 deleted += _deleted(result)
             if index is not None:
                 index.delete_documents(unique)
+            if dense is not None:
+                dense.delete_documents(unique)
         return deleted
 
 
