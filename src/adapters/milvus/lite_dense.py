@@ -15,6 +15,7 @@ from typing import Any
 from lookup_knowledge.adapters.milvus.collection import KnowledgeCollection
 from lookup_knowledge.adapters.milvus.dense_index import DenseIndex, DenseRow, dense_root
 from lookup_knowledge.adapters.milvus.dense_index import available as dense_available
+from lookup_knowledge.adapters.milvus.filters import in_list, string_literal
 from lookup_knowledge.adapters.milvus.schema import (
     ACCESS_PUBLIC,
     ALLOWED_GROUPS,
@@ -25,7 +26,7 @@ from lookup_knowledge.adapters.milvus.schema import (
     TENANT,
 )
 from lookup_knowledge.domain.access import UNRESTRICTED, AccessScope, storage_key
-from lookup_knowledge.domain.errors import SearchUnavailable
+from lookup_knowledge.domain.errors import InvalidInputError, SearchUnavailable
 
 _FIELDS = [PK, DOC_ID, CATEGORY, DENSE]
 #: The index searches ``EF_FACTOR`` times as deep as ``milvus.search-ef`` asks: its graph
@@ -97,6 +98,16 @@ def drop_lite_dense(collection: KnowledgeCollection) -> None:
         DenseIndex.remove(dense_root(path, collection.name))
 
 
+def _expressible(key: str) -> bool:
+    """A key a filter can name (one with other control characters cannot be read back
+    by filter: it is left out, as ``fetch_content`` leaves it out)."""
+    try:
+        string_literal(key)
+    except InvalidInputError:
+        return False
+    return True
+
+
 def lite_dense_search(
     collection: KnowledgeCollection,
     index: DenseIndex,
@@ -116,10 +127,11 @@ def lite_dense_search(
         raise SearchUnavailable(f"the dense index of {collection.where} failed: {error}") from error
     if not found:
         return []
-    client = collection.connection.client()
-    rows = client.get(
+    # ``pk in [...]`` is Lite's point read (``col.get``); written by ``filters`` (pymilvus'
+    # ``get(ids=...)`` pastes string keys into the expression unescaped).
+    rows = collection.connection.client().query(
         collection.name,
-        ids=[key for key, _score in found],
+        filter=in_list(PK, [key for key, _score in found if _expressible(key)]),
         output_fields=list(output_fields),
         timeout=collection.connection.timeout_s,
     )
