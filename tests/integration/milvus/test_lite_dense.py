@@ -111,7 +111,7 @@ def test_a_reingested_document_leaves_the_index_holding_the_collection_rows(
     store: MilvusKnowledgeStore, search: MilvusKnowledgeSearch, ingest: IngestDocuments, kb: Path
 ) -> None:
     ingest.execute(FileDocumentSource(kb), sync=True)
-    before = {k for k in _dense(search, "kafka consumer lag", top_k=100)}
+    before = set(_dense(search, "kafka consumer lag", top_k=100))
     assert len([k for k in before if k.startswith("kb/runbooks/kafka.md")]) > 2
 
     write(kb, "runbooks/kafka.md", "# Kafka lag\n\nRestart the zookeeper ensemble.\n")
