@@ -3,7 +3,7 @@
 Why: Milvus Lite 3.2 filters every row of every segment in Python on each search
 (``_build_local_mask``, 66 % of a search at 100k chunks; the FAISS call itself is
 0.6 ms): a dense lookup cost 8 ms at 5k chunks and 144 ms at 100k. This index answers
-the same search in about a millisecond, flat with the collection. A Milvus server keeps
+the same search in 2-4 ms from 5k to 100k chunks (``bench_scaling.py``). A Milvus server keeps
 using its own index. FAISS is installed with milvus-lite (it builds Lite's own HNSW);
 hnswlib and usearch measured no better (``benchmarks/bench_dense_libraries.py``).
 
