@@ -5,18 +5,20 @@ benchmarks/results/) a sealed Milvus Lite collection of synthetic chunks through
 ``MilvusKnowledgeStore`` (``_synthetic.py``: 384-dim vectors, Zipf-distributed words,
 so the BM25 index is the product's own), then times, interleaved query by query:
 
-- the bare engine calls: pymilvus ``search`` on the dense field, the full-text index
-  beside the Lite file (BM25), and Lite's own BM25 function (what sparse used before);
+- the bare engine calls: the dense index beside the Lite file (HNSW, ``dense_index.py``),
+  pymilvus ``search`` on the dense field (Lite's own search, what dense used before),
+  and the full-text index beside the Lite file (BM25);
 - ``LookupKnowledge`` (audit off, query embedding excluded: a lookup table stands in
   for the model) in dense, sparse and hybrid mode (hybrid as the product runs it on
   Lite, its two lists one after the other, and with the BM25 list on a worker thread).
 
-Prints p50 per size and mode, lookup/bare, hybrid/dense and sparse/dense, and dense
-growth against the smallest size. ``--server`` also times the dense lookup on the PyPI
+Prints p50 per size and mode, lookup/bare, hybrid/dense and sparse/dense, dense growth
+against the smallest size, and the dense index's recall@50 against exact search (every
+vector of the collection) over the same queries, untimed. ``--server`` also times the dense lookup on the PyPI
 Milvus server (2.3.5, dense only; ``.[milvus-server]``) on the same rows and prints
 the size from which the server answers faster than Lite.
 
-    .venv/bin/python benchmarks/bench_scaling.py [--sizes 5000,20000,100000] [--queries 100] [--server]
+    .venv/bin/python benchmarks/bench_scaling.py [--sizes 5000,20000,100000,1000000] [--queries 100] [--server]
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from lookup_knowledge.adapters.milvus import (
     MilvusKnowledgeStore,
 )
 from lookup_knowledge.adapters.milvus import schema as fields
+from lookup_knowledge.adapters.milvus.lite_dense import index_ef, lite_dense
 from lookup_knowledge.adapters.runtime import DisabledRecorder, InMemorySessionState, SystemClock
 from lookup_knowledge.adapters.text import SnowballJiebaAnalyzer
 from lookup_knowledge.application.lookup import LookupConfig, LookupKnowledge
@@ -50,6 +53,8 @@ from lookup_knowledge.domain.settings import RetrievalSettings
 RESULTS = Path(__file__).resolve().parent / "results"
 RETRIEVE_K, RETURN_N = 20, 10
 EF = 256
+RECALL_AT = 50
+RECALL_QUERIES = 50
 
 
 def use_case(
@@ -125,7 +130,15 @@ def measure_lite(rows: int, count: int, warmup: int) -> dict[str, float]:
         client = connection.client()
         index = search._collection.fulltext()
         assert index is not None, "Milvus Lite without the full-text index"
+        dense_index = lite_dense(search._collection)
+        assert dense_index is not None, "Milvus Lite without the dense index"
+        started = time.perf_counter()
+        dense_index.count()  # opened (read from its file, or rebuilt) before timing
+        print(f"  dense index open: {time.perf_counter() - started:.1f}s", file=sys.stderr)
         light = [fields.PK, *fields.LIGHT_FIELDS]
+
+        def bare_index(query: Query) -> None:
+            dense_index.search(query.vector, RETRIEVE_K, ef=index_ef(EF, RETRIEVE_K))
 
         def bare_dense(query: Query) -> None:
             client.search(
@@ -140,26 +153,40 @@ def measure_lite(rows: int, count: int, warmup: int) -> dict[str, float]:
         def bare_sparse(query: Query) -> None:
             index.search(analyzer.analyse(query.text), RETRIEVE_K)
 
-        def lite_bm25(query: Query) -> None:
-            client.search(
-                collection,
-                data=[analyzer.analyse(query.text)],
-                anns_field=fields.SPARSE,
-                limit=RETRIEVE_K,
-                output_fields=light,
-                search_params={"metric_type": "BM25"},
-            )
-
         cases = {
+            "bare dense index": bare_index,
             "bare dense": bare_dense,
             "bare sparse": bare_sparse,
-            "bare Lite BM25": lite_bm25,
             "dense": lookup_case(use_case(search, table, SearchMode.DENSE)),
             "sparse": lookup_case(use_case(search, table, SearchMode.SPARSE)),
             "hybrid": lookup_case(use_case(search, table, SearchMode.HYBRID)),
             "hybrid concurrent": lookup_case(use_case(concurrent, table, SearchMode.HYBRID)),
         }
-        return time_cases(cases, qs, warmup)
+        out = time_cases(cases, qs, warmup)
+        recalls: list[float] = []
+        lite_recalls: list[float] = []
+        for query in qs[:RECALL_QUERIES]:  # Lite's own search at 100k: ~0.3 s each
+            exact = {key for key, _s in dense_index.exact(query.vector, RECALL_AT)}
+            found = {
+                key
+                for key, _s in dense_index.search(
+                    query.vector, RECALL_AT, ef=index_ef(EF, RECALL_AT)
+                )
+            }
+            lite = client.search(
+                collection,
+                data=[query.vector],
+                anns_field=fields.DENSE,
+                limit=RECALL_AT,
+                output_fields=[fields.PK],
+                search_params={"metric_type": "COSINE", "params": {"ef": EF}},
+            )[0]
+            lite_keys = {str(hit.get(fields.PK, hit.get("id"))) for hit in lite}
+            recalls.append(len(found & exact) / max(len(exact), 1))
+            lite_recalls.append(len(lite_keys & exact) / max(len(exact), 1))
+        out["recall"] = sum(recalls) / len(recalls)
+        out["lite recall"] = sum(lite_recalls) / len(lite_recalls)
+        return out
     finally:
         connection.close()
 
@@ -242,27 +269,31 @@ def main() -> int:
     results = {rows: measure_lite(rows, args.queries, args.warmup) for rows in sizes}
     print(
         f"\nMilvus Lite, synthetic {DIM}-dim chunks, retrieve-k {RETRIEVE_K}, return-n "
-        f"{RETURN_N}, HNSW ef {EF}, audit off, query embedding excluded, {args.queries} "
+        f"{RETURN_N}, HNSW ef {EF} (the index beside Lite: {index_ef(EF, RETURN_N)}), audit off, "
+        f"query embedding excluded, {args.queries} "
         f"queries (+{args.warmup} warm-up) per size, p50 ms"
     )
     print(
-        "| chunks | dense | sparse | hybrid | hybrid concurrent | bare dense | bare sparse "
-        "(tantivy) | bare Lite BM25 | dense lookup/bare | hybrid/dense | sparse/dense |"
+        "| chunks | dense | sparse | hybrid | hybrid concurrent | bare dense index | bare Lite "
+        "dense | bare sparse (tantivy) | dense lookup/bare index | hybrid/dense | sparse/dense "
+        f"| recall@{RECALL_AT} | Lite's own recall@{RECALL_AT} (ef {EF}) |"
     )
-    print("|---" * 11 + "|")
+    print("|---" * 13 + "|")
     for rows in sizes:
         r = results[rows]
         print(
             f"| {rows:,} | {r['dense']:.1f} | {r['sparse']:.1f} | {r['hybrid']:.1f} | "
-            f"{r['hybrid concurrent']:.1f} | {r['bare dense']:.1f} | {r['bare sparse']:.1f} | "
-            f"{r['bare Lite BM25']:.1f} | {r['dense'] / r['bare dense']:.2f} | "
-            f"{r['hybrid'] / r['dense']:.2f} | {r['sparse'] / r['dense']:.2f} |"
+            f"{r['hybrid concurrent']:.1f} | {r['bare dense index']:.2f} | {r['bare dense']:.1f} "
+            f"| {r['bare sparse']:.1f} | {r['dense'] / r['bare dense index']:.2f} | "
+            f"{r['hybrid'] / r['dense']:.2f} | {r['sparse'] / r['dense']:.2f} | "
+            f"{r['recall']:.4f} | {r['lite recall']:.4f} |"
         )
     first, last = sizes[0], sizes[-1]
     print(
         f"dense lookup at {last:,} / at {first:,}: "
         f"{results[last]['dense'] / results[first]['dense']:.1f}x "
-        f"(bare search {results[last]['bare dense'] / results[first]['bare dense']:.1f}x)",
+        f"(bare index {results[last]['bare dense index'] / results[first]['bare dense index']:.1f}x"
+        f", Lite's own search {results[last]['bare dense'] / results[first]['bare dense']:.1f}x)",
         flush=True,
     )
     if server:

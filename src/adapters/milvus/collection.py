@@ -233,7 +233,7 @@ class KnowledgeCollection:
                 fulltext_root(path, self.name),
                 analysis=layout.analysis,
                 read_rows=self._fulltext_rows,
-                count_rows=self._count_rows,
+                count_rows=self.count_rows,
             ),
         )
         return index
@@ -249,7 +249,8 @@ class KnowledgeCollection:
         else:
             FullTextIndex.remove(fulltext_root(path, self.name))
 
-    def _count_rows(self) -> int:
+    def count_rows(self) -> int:
+        """Rows in the collection (Strong: after every earlier write)."""
         self.ensure_loaded()
         client = self.connection.client()
         try:
@@ -265,16 +266,23 @@ class KnowledgeCollection:
         return int(rows[0]["count(*)"]) if rows else 0
 
     def _fulltext_rows(self, doc_keys: Sequence[str] | None) -> Iterator[FullTextRow]:
-        """Every row (None), or the rows of ``doc_keys`` (document keys: the doc_id scoped
-        to its tenant, ``domain.access.storage_key``), read back from Milvus."""
-        self.ensure_loaded()
-        client = self.connection.client()
         layout = self.require_layout()
         fields = (
             [*_FULLTEXT_FIELDS, TENANT, ALLOWED_GROUPS, ACCESS_PUBLIC]
             if layout.access
             else (_FULLTEXT_FIELDS)
         )
+        return (fulltext_row(row) for row in self.read_rows(doc_keys, fields))
+
+    def read_rows(
+        self, doc_keys: Sequence[str] | None, fields: Sequence[str]
+    ) -> Iterator[Mapping[str, Any]]:
+        """Every row (None), or the rows of ``doc_keys`` (document keys: the doc_id scoped
+        to its tenant, ``domain.access.storage_key``), read back from Milvus with
+        ``fields`` (what the indexes beside a Lite file are rebuilt and repaired from)."""
+        self.ensure_loaded()
+        client = self.connection.client()
+        layout = self.require_layout()
         filters: list[str] = [""]
         if doc_keys is not None:
             by_tenant: dict[str, list[str]] = {}
@@ -300,11 +308,11 @@ class KnowledgeCollection:
                 )
                 try:
                     while rows := iterator.next():
-                        yield from (fulltext_row(row) for row in rows)
+                        yield from rows
                 finally:
                     iterator.close()
             except DRIVER_ERRORS as error:
-                raise translate(error, "read rows for the full-text index", self.where) from error
+                raise translate(error, "read rows for an index beside Lite", self.where) from error
 
     def ensure_loaded(self) -> None:
         """Load the collection into memory once (a reopened Lite file starts released)."""

@@ -58,6 +58,7 @@ from lookup_knowledge.adapters.milvus.collection import KnowledgeCollection
 from lookup_knowledge.adapters.milvus.connection import MilvusConnection, ServerCapabilities
 from lookup_knowledge.adapters.milvus.errors import DRIVER_ERRORS, translate
 from lookup_knowledge.adapters.milvus.filters import access_filter, all_of, eq, in_list
+from lookup_knowledge.adapters.milvus.lite_dense import index_ef, lite_dense, lite_dense_search
 from lookup_knowledge.adapters.milvus.schema import (
     ACCESS_FIELDS,
     ACCESS_PUBLIC,
@@ -473,6 +474,10 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
         params = dict(query.dense_params)
         if "ef" in params:
             params["ef"] = max(int(params["ef"]), limit)  # Milvus requires ef >= limit
+        if (beside := lite_dense(self._collection)) is not None:  # Lite: lite_dense.py
+            return lite_dense_search(self._collection, beside, query.vector or [], limit,
+                ef=index_ef(self._ef, limit), where=query.where, access=query.access,
+                output_fields=output_fields)  # fmt: skip
         return self._one(
             DENSE, query.vector, "COSINE", params, expression, output_fields, limit, group
         )

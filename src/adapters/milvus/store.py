@@ -25,9 +25,11 @@ from typing import Any
 
 from lookup_knowledge.adapters.milvus.collection import KnowledgeCollection, fulltext_row
 from lookup_knowledge.adapters.milvus.connection import MilvusConnection
+from lookup_knowledge.adapters.milvus.dense_index import DenseIndex
 from lookup_knowledge.adapters.milvus.errors import DRIVER_ERRORS, translate_ingest
 from lookup_knowledge.adapters.milvus.filters import all_of, eq, in_list, not_in_list
 from lookup_knowledge.adapters.milvus.fulltext import FullTextIndex
+from lookup_knowledge.adapters.milvus.lite_dense import dense_row, drop_lite_dense, lite_dense
 from lookup_knowledge.adapters.milvus.lite_load import load_lite
 from lookup_knowledge.adapters.milvus.rows import (
     bm25_input,
@@ -78,20 +80,23 @@ logger = logging.getLogger(__name__)
 
 _CHUNK_MARK = "#chunk-"
 
-#: Chunks past which a dense lookup on Milvus Lite costs several times what it costs on
-#: a Milvus server (Lite filters every row in Python on each search; figures in
-#: benchmarks/README.md, bench_scaling.py; docs/operations.md, "When to move from Milvus
-#: Lite to a Milvus server"). Ingest says so once, in the run that grows a Lite
-#: collection past it.
-LITE_SERVER_ADVICE_ROWS = 15_000
+#: Chunks past which ingest says a Milvus server fits better than Milvus Lite: the
+#: largest size measured on Lite. Lookups no longer grow with a Lite collection (dense
+#: through the HNSW index beside the file, BM25 through tantivy: flat from 5k to 100k
+#: chunks, docs/operations.md, "When to move from Milvus Lite to a Milvus server";
+#: benchmarks/bench_scaling.py), but ingest, memory (the vectors are held by Lite and by
+#: the index beside it) and opening the file still do, and 1M chunks did not fit the
+#: measuring machine. Ingest says so once, in the run that grows a Lite collection past it.
+LITE_SERVER_ADVICE_ROWS = 100_000
 
 
 def lite_size_notice(rows: int) -> str:
     return (
-        f"this Milvus Lite collection now holds {rows:,} chunks; past about "
-        f"{LITE_SERVER_ADVICE_ROWS:,} a dense lookup on Lite costs about 3x what it costs "
-        "on a Milvus server, and more with every chunk (Lite filters every row in Python on "
-        "each search): run a Milvus server, set milvus.uri=http://host:19530 and ingest there"
+        f"this Milvus Lite collection now holds {rows:,} chunks; lookups were measured flat "
+        f"up to {LITE_SERVER_ADVICE_ROWS:,}, the largest size measured on Lite, but ingest, "
+        "memory and opening the file grow with every chunk: for a larger knowledge base (or "
+        "several processes) run a Milvus server, set milvus.uri=http://host:19530 and "
+        "ingest there"
     )
 
 
@@ -283,6 +288,7 @@ class MilvusKnowledgeStore(KnowledgeStore):
         if existed:
             self._call("drop_collection", client.drop_collection, self._collection.name)
         self._collection.drop_fulltext()
+        drop_lite_dense(self._collection)  # the dense index beside Lite (lite_dense.py)
         self._collection.invalidate()
         return existed
 
@@ -325,6 +331,8 @@ class MilvusKnowledgeStore(KnowledgeStore):
             self._collection.invalidate()
             if index is not None:
                 index.settle()  # Milvus has flushed: both sides hold the same rows
+            if (dense := lite_dense(self._collection)) is not None:
+                dense.settle()  # the dense index beside Lite, likewise (lite_dense.py)
             self._advise()
         self._store_background(client)
 
@@ -441,24 +449,31 @@ class MilvusKnowledgeStore(KnowledgeStore):
         layout = self._require()
         client = self._client()
         index = self._collection.fulltext()
+        dense = lite_dense(self._collection)
         written = 0
         for start in range(0, len(records), self._batch):
             rows = [
                 chunk_row(r, layout, self._text, self._collection.where)
                 for r in records[start : start + self._batch]
             ]
-            with self._mirrored(index, [doc_key(row) for row in rows]):
+            keys = [doc_key(row) for row in rows]
+            with self._mirrored(index, keys), self._mirrored(dense, keys):
                 self._call("upsert", client.upsert, self._collection.name, data=rows)
                 if index is not None:
                     index.upsert([fulltext_row(row) for row in rows])
+                if dense is not None:
+                    dense.upsert([dense_row(row) for row in rows])
             written += len(rows)
         return written
 
     @contextlib.contextmanager
-    def _mirrored(self, index: FullTextIndex | None, doc_keys: Sequence[str]) -> Iterator[None]:
-        """A Milvus write and the same change to Lite's full-text index: the document
-        keys (``storage_key(tenant, doc_id)``) are journalled first, and a failure leaves the index to be repaired from Milvus
-        before its next use (``fulltext.py``)."""
+    def _mirrored(
+        self, index: FullTextIndex | DenseIndex | None, doc_keys: Sequence[str]
+    ) -> Iterator[None]:
+        """A Milvus write and the same change to an index beside Lite (full-text, dense):
+        the document keys (``storage_key(tenant, doc_id)``) are journalled first, and a
+        failure leaves the index to be repaired from Milvus before its next use
+        (``fulltext.py``, ``dense_index.py``)."""
         if index is None:
             yield
             return
@@ -466,7 +481,7 @@ class MilvusKnowledgeStore(KnowledgeStore):
             index.mark(doc_keys)
         except OSError as error:
             raise IngestError(
-                f"cannot write the full-text journal in {index.root}: {error}"
+                f"cannot write the journal of the index in {index.root}: {error}"
             ) from error
         try:
             yield
@@ -485,10 +500,11 @@ class MilvusKnowledgeStore(KnowledgeStore):
         deleted = 0
         unique = list(dict.fromkeys(doc_ids))
         index = self._collection.fulltext()
+        dense = lite_dense(self._collection)
         for start in range(0, len(unique), self._filter_batch):
             docs = unique[start : start + self._filter_batch]
             kept = [k for d in docs for k in keep.get(d, ())]
-            with self._mirrored(index, docs):
+            with self._mirrored(index, docs), self._mirrored(dense, docs):
                 for expression in self._by_document(layout, docs):
                     selected = all_of([expression, not_in_list(PK, kept) if kept else None])
                     result = self._read(
@@ -497,6 +513,8 @@ class MilvusKnowledgeStore(KnowledgeStore):
                     deleted += deleted_count(result)
                 if index is not None:
                     index.delete_except(docs, kept)
+                if dense is not None:
+                    dense.delete_except(docs, kept)
         return deleted
 
     def delete_documents(self, doc_ids: Sequence[str]) -> int:
@@ -506,8 +524,9 @@ class MilvusKnowledgeStore(KnowledgeStore):
         client = self._client()
         unique = list(dict.fromkeys(doc_ids))
         index = self._collection.fulltext()
+        dense = lite_dense(self._collection)
         deleted = 0
-        with self._mirrored(index, unique):
+        with self._mirrored(index, unique), self._mirrored(dense, unique):
             for expression in self._by_document(layout, unique):
                 result = self._read(
                     "delete documents", client.delete, self._collection.name, filter=expression
@@ -515,6 +534,8 @@ class MilvusKnowledgeStore(KnowledgeStore):
                 deleted += deleted_count(result)
             if index is not None:
                 index.delete_documents(unique)
+            if dense is not None:
+                dense.delete_documents(unique)
         return deleted
 
 

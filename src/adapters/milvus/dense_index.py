@@ -1,0 +1,605 @@
+"""Dense search for Milvus Lite through FAISS HNSW: a vector index kept beside the Lite file.
+
+Why: Milvus Lite 3.2 filters every row of every segment in Python on each search
+(``_build_local_mask``, 66 % of a search at 100k chunks; the FAISS call itself is
+0.6 ms): a dense lookup cost 8 ms at 5k chunks and 144 ms at 100k. This index answers
+the same search in 2-4 ms from 5k to 100k chunks (``bench_scaling.py``). A Milvus server keeps
+using its own index. FAISS is installed with milvus-lite (it builds Lite's own HNSW);
+hnswlib and usearch measured no better (``benchmarks/bench_dense_libraries.py``).
+
+What is indexed: per chunk row its evidence key, its document key
+(``storage_key(tenant, doc_id)``), the fields a search filters on (category, tenant,
+allowed groups, public) and its vector, normalised (inner product = cosine, Lite's
+``COSINE`` score). Milvus Lite stays the store of record: a search returns keys and
+scores, and the rows' fields (text included) are read from Lite by primary key.
+
+Filters are exact: the rows a request may see (``category`` equal, ``can_see`` under
+an enforced ``AccessScope``, not deleted) are a bitmap; when they are few
+(``exact_rows``) the top-k is computed exactly over them, otherwise HNSW searches with
+the bitmap as FAISS' ``IDSelector`` (only those rows are returned) and an ``ef`` raised
+by the filter's selectivity; a search that returns fewer hits than ``min(limit, rows
+in the filter)`` (the proof that the top-k is complete fails) is answered exactly.
+
+Where: ``<lite folder>/lookup_knowledge_dense/<collection>/``: ``index.bin`` (one file:
+a JSON header with the format, the build parameters and the rows' keys and filter
+fields, then the serialised FAISS index; written to a temporary file, fsync'd and
+renamed over the old one) and ``pending.jsonl``, the journal.
+
+Consistency with the Milvus rows follows the full-text index's rules (``fulltext.py``):
+document keys are journalled (fsync'd) before every Milvus write; the change is applied
+here in memory after it; ``settle`` (the store's ``seal``, after Milvus' flush) writes
+the index file and then clears the journal. On open, a journal left by a crash makes
+the index re-read exactly those documents from Milvus; a missing or foreign file (other
+format, dimension or build parameters, unreadable) or a row count that differs from the
+collection's rebuilds the index from Milvus. A write that fails in this process marks
+the index for the same repair before its next use. Deleted rows stay in the graph,
+excluded by the bitmap, until ``settle`` finds them a fifth of the index and compacts it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shutil
+import struct
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lookup_knowledge.adapters.durable_files import FSYNCED, DurableFiles
+from lookup_knowledge.domain.access import UNRESTRICTED, AccessScope
+
+logger = logging.getLogger(__name__)
+
+#: The folder inside a Milvus Lite folder that holds one dense index per collection.
+DENSE_DIR = "lookup_knowledge_dense"
+#: Format of ``index.bin``: another value is rebuilt from Milvus.
+FORMAT = 1
+_MAGIC = b"LKDENSE\x00"
+_FILE = "index.bin"
+_JOURNAL = "pending.jsonl"
+#: Filter rows at most this many: exact top-k over them (a few ms at most).
+EXACT_ROWS = 2048
+#: ``ef`` is raised by 1/selectivity of the filter, at most this factor.
+MAX_EF_FACTOR = 16
+#: Deleted rows past this share of the graph: ``settle`` rebuilds it from the live rows.
+COMPACT_SHARE = 0.2
+
+
+@dataclass(frozen=True, slots=True)
+class DenseRow:
+    """One chunk row as the index keeps it."""
+
+    key: str
+    doc_key: str
+    vector: Sequence[float]
+    category: str = ""
+    tenant: str = ""
+    allowed_groups: tuple[str, ...] = ()
+    public: bool = False
+
+
+#: Reads rows from Milvus: all of them (None) or those of the given document keys.
+DenseRowReader = Callable[[Sequence[str] | None], Iterable[DenseRow]]
+
+
+def dense_root(lite_path: str, collection: str) -> Path:
+    return Path(lite_path) / DENSE_DIR / collection
+
+
+def _faiss() -> Any:
+    """The ``faiss`` module (imported on first use; typed loosely: its stubs lag the API)."""
+    import faiss
+
+    return faiss
+
+
+def available() -> bool:
+    """True when FAISS can be imported (milvus-lite depends on ``faiss-cpu``)."""
+    try:
+        import faiss  # noqa: F401
+    except ImportError:  # pragma: no cover - installed with milvus-lite
+        return False
+    return True
+
+
+class _Codes:
+    """Strings as small integers (category and tenant columns)."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self._ids: dict[str, int] = {}
+
+    def code(self, name: str) -> int:
+        found = self._ids.get(name)
+        if found is None:
+            found = self._ids[name] = len(self.names)
+            self.names.append(name)
+        return found
+
+    def find(self, name: str) -> int:
+        return self._ids.get(name, -1)
+
+
+class DenseIndex:
+    """One collection's HNSW index and its journal; thread-safe; opened lazily."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        dimension: int,
+        read_rows: DenseRowReader,
+        count_rows: Callable[[], int],
+        m: int = 16,
+        ef_construction: int = 200,
+        exact_rows: int = EXACT_ROWS,
+        files: DurableFiles = FSYNCED,
+    ) -> None:
+        self._root = root
+        self._dimension = dimension
+        self._read_rows = read_rows
+        self._count_rows = count_rows
+        self._params = {"m": m, "efConstruction": ef_construction}
+        self._exact_rows = exact_rows
+        self._files = files
+        self._lock = threading.RLock()
+        self._opened = False
+        self._needs_repair = False
+        self._reset()
+
+    def _reset(self) -> None:
+        faiss = _faiss()
+        self._index: Any = faiss.IndexHNSWFlat(
+            self._dimension, self._params["m"], faiss.METRIC_INNER_PRODUCT
+        )
+        self._index.hnsw.efConstruction = self._params["efConstruction"]
+        self._keys: list[str] = []
+        self._doc_keys: list[str] = []
+        self._categories = _Codes()
+        self._tenants = _Codes()
+        self._groups = _Codes()
+        self._category: list[int] = []
+        self._tenant: list[int] = []
+        self._row_groups: list[tuple[int, ...]] = []
+        self._public: list[bool] = []
+        self._live: list[bool] = []
+        self._by_key: dict[str, int] = {}
+        self._by_doc: dict[str, set[int]] = {}
+        self._columns: dict[str, Any] | None = None  # numpy views, rebuilt after a write
+
+    @property
+    def root(self) -> Path:
+        return self._root
+
+    # ------------------------------------------------------------------ open / repair
+
+    def _ensure_open(self) -> None:
+        if self._opened and not self._needs_repair:
+            return
+        with self._lock:
+            if not self._opened:
+                self._open()
+            if self._needs_repair:
+                self._repair(self._journal_doc_keys())
+
+    def _open(self) -> None:
+        self._root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        loaded = self._load()
+        self._opened = True
+        if not loaded:
+            self._rebuild("no usable dense index")
+            return
+        pending = self._journal_doc_keys()
+        if pending:
+            self._repair(pending)
+        stored = self._count_rows()
+        if len(self._by_key) != stored:
+            self._rebuild(f"it holds {len(self._by_key)} rows, the collection {stored}")
+
+    def _load(self) -> bool:
+        """Read ``index.bin``; False (nothing loaded) when it is missing or foreign."""
+        faiss = _faiss()
+        path = self._root / _FILE
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return False
+        try:
+            if data[: len(_MAGIC)] != _MAGIC:
+                raise ValueError("not a dense index file")
+            (size,) = struct.unpack_from("<Q", data, len(_MAGIC))
+            start = len(_MAGIC) + 8
+            header = json.loads(data[start : start + size].decode("utf-8"))
+            if (
+                header.get("format") != FORMAT
+                or header.get("dimension") != self._dimension
+                or header.get("params") != self._params
+            ):
+                return False
+            raw = np.frombuffer(data, dtype=np.uint8, offset=start + size)
+            index = faiss.deserialize_index(raw.copy())
+            self._reset()
+            self._index = index
+            for key, doc_key, category, tenant, groups, public, live in header["rows"]:
+                self._append(key, doc_key, category, tenant, groups, public, live)
+            if index.ntotal != len(self._keys):
+                raise ValueError(f"{index.ntotal} vectors for {len(self._keys)} rows")
+        except (ValueError, KeyError, TypeError, struct.error, RuntimeError) as error:
+            logger.warning("dense index %s unreadable (%s): rebuilding", path, error)
+            self._reset()
+            return False
+        return True
+
+    def _rebuild(self, why: str) -> None:
+        logger.warning("rebuilding the dense index %s from Milvus: %s", self._root, why)
+        self._reset()
+        self._add(self._read_rows(None))
+        self._write()
+        self._clear_journal()
+        self._needs_repair = False
+
+    def _repair(self, doc_keys: Sequence[str]) -> None:
+        """Re-read ``doc_keys`` from Milvus (what a crash or a failed write left undone)."""
+        if doc_keys:
+            logger.warning(
+                "dense index %s: re-reading %d document(s) an interrupted write touched",
+                self._root,
+                len(doc_keys),
+            )
+            self._drop_documents(doc_keys)
+            self._add(self._read_rows(doc_keys))
+            self._write()
+        self._needs_repair = False
+        self._clear_journal()
+
+    # ------------------------------------------------------------------ journal
+
+    def _journal_doc_keys(self) -> list[str]:
+        try:
+            lines = (self._root / _JOURNAL).read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            return []
+        out: dict[str, None] = {}
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue  # a line torn by the crash: its write never reached Milvus
+            if isinstance(entry, list):
+                out.update((str(d), None) for d in entry)
+        return list(out)
+
+    def mark(self, doc_keys: Iterable[str]) -> None:
+        """Journal ``doc_keys`` (fsync'd) before Milvus writes them."""
+        unique = list(dict.fromkeys(doc_keys))
+        if not unique:
+            return
+        self._ensure_open()
+        line = json.dumps(unique, ensure_ascii=False) + "\n"
+        with self._lock:
+            self._files.append_line(self._root / _JOURNAL, line.encode("utf-8"))
+
+    def _clear_journal(self) -> None:
+        self._files.remove(self._root / _JOURNAL)
+
+    def failed(self) -> None:
+        """A Milvus write failed after ``mark``: repair from Milvus before the next use."""
+        self._needs_repair = True
+
+    def settle(self) -> None:
+        """Milvus has flushed: write the index file, then clear the journal."""
+        with self._lock:
+            if not self._opened:
+                return  # never opened in this process: the next open checks
+            if self._needs_repair:
+                self._repair(self._journal_doc_keys())
+                return
+            if len(self._keys) - len(self._by_key) > COMPACT_SHARE * max(len(self._keys), 1):
+                self._compact()
+            self._write()
+            self._clear_journal()
+
+    def _write(self) -> None:
+        faiss = _faiss()
+        header = {
+            "format": FORMAT,
+            "dimension": self._dimension,
+            "params": self._params,
+            "rows": [
+                [
+                    self._keys[i],
+                    self._doc_keys[i],
+                    self._categories.names[self._category[i]],
+                    self._tenants.names[self._tenant[i]],
+                    [self._groups.names[g] for g in self._row_groups[i]],
+                    self._public[i],
+                    self._live[i],
+                ]
+                for i in range(len(self._keys))
+            ],
+        }
+        encoded = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        tmp = self._root / (_FILE + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(_MAGIC)
+            handle.write(struct.pack("<Q", len(encoded)))
+            handle.write(encoded)
+            handle.write(faiss.serialize_index(self._index))
+            handle.flush()
+            self._files.sync(handle)
+        self._files.replace(tmp, self._root / _FILE)
+
+    # ------------------------------------------------------------------ writes
+
+    def _append(
+        self,
+        key: str,
+        doc_key: str,
+        category: str,
+        tenant: str,
+        groups: Sequence[str],
+        public: bool,
+        live: bool,
+    ) -> None:
+        label = len(self._keys)
+        self._keys.append(key)
+        self._doc_keys.append(doc_key)
+        self._category.append(self._categories.code(category))
+        self._tenant.append(self._tenants.code(tenant))
+        self._row_groups.append(tuple(self._groups.code(g) for g in groups))
+        self._public.append(bool(public))
+        self._live.append(bool(live))
+        if live:
+            self._by_key[key] = label
+            self._by_doc.setdefault(doc_key, set()).add(label)
+
+    def _kill(self, label: int) -> None:
+        if self._live[label]:
+            self._live[label] = False
+            self._by_key.pop(self._keys[label], None)
+            labels = self._by_doc.get(self._doc_keys[label])
+            if labels is not None:
+                labels.discard(label)
+                if not labels:
+                    del self._by_doc[self._doc_keys[label]]
+
+    def _add(self, rows: Iterable[DenseRow]) -> None:
+        batch: list[DenseRow] = []
+        for row in rows:
+            batch.append(row)
+            if len(batch) >= 2000:
+                self._add_batch(batch)
+                batch = []
+        self._add_batch(batch)
+
+    def _add_batch(self, rows: Sequence[DenseRow]) -> None:
+        if not rows:
+            return
+        latest = {row.key: row for row in rows}  # the last write of a key wins
+        vectors = np.asarray([row.vector for row in latest.values()], dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[1] != self._dimension:
+            raise ValueError(f"vectors of {self._dimension} dimensions expected")
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        vectors /= np.where(norms > 0, norms, 1.0)
+        for row in latest.values():
+            old = self._by_key.get(row.key)
+            if old is not None:
+                self._kill(old)
+            self._append(
+                row.key, row.doc_key, row.category, row.tenant, row.allowed_groups,
+                row.public, True,
+            )  # fmt: skip
+        self._index.add(vectors)
+        self._columns = None
+
+    def _drop_documents(self, doc_keys: Iterable[str], keep: frozenset[str] = frozenset()) -> None:
+        for doc_key in dict.fromkeys(doc_keys):
+            for label in list(self._by_doc.get(doc_key, ())):
+                if self._keys[label] not in keep:
+                    self._kill(label)
+        self._columns = None
+
+    def _compact(self) -> None:
+        """A new graph of the live rows only (deleted rows are dropped from the file)."""
+        live = [i for i, alive in enumerate(self._live) if alive]
+        vectors = self._vectors()[live].copy() if live else np.empty((0, self._dimension))
+        rows = [
+            DenseRow(
+                key=self._keys[i],
+                doc_key=self._doc_keys[i],
+                vector=vectors[n],
+                category=self._categories.names[self._category[i]],
+                tenant=self._tenants.names[self._tenant[i]],
+                allowed_groups=tuple(self._groups.names[g] for g in self._row_groups[i]),
+                public=self._public[i],
+            )
+            for n, i in enumerate(live)
+        ]
+        self._reset()
+        self._add(rows)
+
+    def upsert(self, rows: Sequence[DenseRow]) -> None:
+        """Replace the rows with these keys (after Milvus upserted them)."""
+        if not rows:
+            return
+        self._ensure_open()
+        with self._lock:
+            self._add_batch(rows)
+
+    def delete_except(self, doc_keys: Sequence[str], keep_keys: Sequence[str]) -> None:
+        """Delete the rows of ``doc_keys`` whose key is not in ``keep_keys`` (what the
+        store deletes in Milvus for a re-ingested document)."""
+        if not doc_keys:
+            return
+        self._ensure_open()
+        with self._lock:
+            self._drop_documents(doc_keys, frozenset(keep_keys))
+
+    def delete_documents(self, doc_keys: Sequence[str]) -> None:
+        if not doc_keys:
+            return
+        self._ensure_open()
+        with self._lock:
+            self._drop_documents(doc_keys)
+
+    # ------------------------------------------------------------------ reads
+
+    def count(self) -> int:
+        self._ensure_open()
+        return len(self._by_key)
+
+    def _vectors(self) -> np.ndarray:
+        faiss = _faiss()
+        storage = faiss.downcast_index(self._index.storage)
+        total = int(self._index.ntotal)
+        if total == 0:
+            return np.empty((0, self._dimension), dtype=np.float32)
+        flat = faiss.rev_swig_ptr(storage.get_xb(), total * self._dimension)
+        return np.asarray(flat).reshape(total, self._dimension)
+
+    def _column_views(self) -> dict[str, Any]:
+        columns = self._columns
+        if columns is None:
+            no_groups = np.fromiter((not g for g in self._row_groups), dtype=bool)
+            by_group: dict[int, list[int]] = {}
+            for label, groups in enumerate(self._row_groups):
+                for g in groups:
+                    by_group.setdefault(g, []).append(label)
+            columns = self._columns = {
+                "live": np.asarray(self._live, dtype=bool),
+                "category": np.asarray(self._category, dtype=np.int32),
+                "tenant": np.asarray(self._tenant, dtype=np.int32),
+                "public": np.asarray(self._public, dtype=bool),
+                "no_groups": no_groups,
+                "groups": {g: np.asarray(v, dtype=np.int64) for g, v in by_group.items()},
+            }
+        return columns
+
+    def _allowed(self, where: Mapping[str, str], access: AccessScope) -> np.ndarray:
+        """The rows the request may see: live, the ``where`` fields equal, ``can_see``."""
+        columns = self._column_views()
+        mask: np.ndarray = columns["live"].copy()
+        for name, value in where.items():
+            if name != "category":
+                raise ValueError(f"the dense index cannot filter on {name!r}")
+            mask &= columns["category"] == self._categories.find(value)
+        if access.enforced:
+            visible = columns["public"].copy()
+            principal = access.principal
+            if principal is not None:
+                shared = columns["no_groups"].copy()
+                for group in principal.sorted_groups:
+                    labels = columns["groups"].get(self._groups.find(group))
+                    if labels is not None:
+                        shared[labels] = True
+                visible |= (columns["tenant"] == self._tenants.find(principal.tenant)) & shared
+            mask &= visible
+        return mask
+
+    def _query(self, vector: Sequence[float]) -> np.ndarray:
+        query = np.asarray(vector, dtype=np.float32).reshape(1, -1)
+        if query.shape[1] != self._dimension:
+            raise ValueError(f"a {self._dimension}-dim query vector expected")
+        norm = float(np.linalg.norm(query))
+        return query / norm if norm > 0 else query
+
+    def search(
+        self,
+        vector: Sequence[float],
+        limit: int,
+        *,
+        ef: int,
+        where: Mapping[str, str] | None = None,
+        access: AccessScope = UNRESTRICTED,
+    ) -> list[tuple[str, float]]:
+        """The ``limit`` rows nearest ``vector`` (cosine, best first) among those that
+        match every ``where`` field exactly and that ``access`` may see."""
+        faiss = _faiss()
+        query = self._query(vector)
+        if limit < 1:
+            return []
+        self._ensure_open()
+        with self._lock:
+            total = len(self._keys)
+            filtered = bool(where) or access.enforced or len(self._by_key) != total
+            mask = self._allowed(where or {}, access) if filtered else None
+            rows = int(mask.sum()) if mask is not None else total
+            want = min(limit, rows)
+            if want == 0:
+                return []
+            if mask is not None and rows <= self._exact_rows:
+                return self._exact(query[0], np.flatnonzero(mask), want)
+            depth = max(ef, limit)
+            if mask is None:
+                params = faiss.SearchParametersHNSW(efSearch=depth)
+            else:
+                factor = min(MAX_EF_FACTOR, math.ceil(total / rows))
+                packed = np.packbits(mask, bitorder="little")
+                selector = faiss.IDSelectorBitmap(total, faiss.swig_ptr(packed))
+                params = faiss.SearchParametersHNSW(sel=selector, efSearch=depth * factor)
+            scores, labels = self._index.search(query, want, params=params)
+            found = [
+                (int(n), float(s)) for n, s in zip(labels[0], scores[0], strict=True) if n >= 0
+            ]
+            if len(found) < want:  # the top-k is not provably complete: answer it exactly
+                ids = np.flatnonzero(mask) if mask is not None else np.arange(total)
+                return self._exact(query[0], ids, want)
+            return [(self._keys[n], s) for n, s in found]
+
+    def exact(
+        self,
+        vector: Sequence[float],
+        limit: int,
+        *,
+        where: Mapping[str, str] | None = None,
+        access: AccessScope = UNRESTRICTED,
+    ) -> list[tuple[str, float]]:
+        """What ``search`` approximates: the exact top ``limit`` over every row the
+        filter allows (for benchmarks and checks; cost grows with the rows)."""
+        query = self._query(vector)
+        self._ensure_open()
+        with self._lock:
+            ids = np.flatnonzero(self._allowed(where or {}, access))
+            return self._exact(query[0], ids, min(limit, len(ids))) if limit > 0 else []
+
+    def _exact(self, query: np.ndarray, ids: np.ndarray, want: int) -> list[tuple[str, float]]:
+        scores = self._vectors()[ids] @ query
+        top = np.argpartition(-scores, want - 1)[:want] if want < len(ids) else np.arange(len(ids))
+        ordered = top[np.argsort(-scores[top], kind="stable")]
+        return [(self._keys[int(ids[i])], float(scores[i])) for i in ordered]
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        """Forget the in-memory index (what is not settled is in the journal)."""
+        with self._lock:
+            self._reset()
+            self._opened = False
+
+    def destroy(self) -> None:
+        """Drop the index with its collection."""
+        self.close()
+        self.remove(self._root)
+        self._needs_repair = False
+
+    @staticmethod
+    def remove(root: Path) -> None:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+__all__ = [
+    "DENSE_DIR",
+    "DenseIndex",
+    "DenseRow",
+    "DenseRowReader",
+    "available",
+    "dense_root",
+]

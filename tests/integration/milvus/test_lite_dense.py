@@ -1,0 +1,188 @@
+"""Dense search on Milvus Lite through the HNSW index beside the file (``dense_index.py``,
+``lite_dense.py``): the same hits as Lite's own search, text served by Lite, re-ingest
+deletes reaching the index, and crash safety (a process killed between the Lite write
+and the index write)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from lookup_knowledge.adapters.embedders import HashingEmbedder
+from lookup_knowledge.adapters.files import FileDocumentSource
+from lookup_knowledge.adapters.milvus import (
+    MilvusConnection,
+    MilvusKnowledgeSearch,
+    MilvusKnowledgeStore,
+)
+from lookup_knowledge.adapters.milvus.dense_index import DENSE_DIR, DenseIndex
+from lookup_knowledge.adapters.milvus.lite_dense import lite_dense
+from lookup_knowledge.application.ingest import IngestDocuments
+from lookup_knowledge.application.ports import KnowledgeSearchRequest
+from lookup_knowledge.domain.model import SearchMode
+from tests.integration.milvus.test_lite_fulltext import _all_keys, _ingest
+from tests.support.files import long_markdown, write
+
+EMBEDDER = HashingEmbedder(64)
+
+
+def _dense(
+    search: MilvusKnowledgeSearch, text: str, *, top_k: int = 50, category: str | None = None
+) -> list[str]:
+    hits = search.search(
+        KnowledgeSearchRequest(
+            query_text=text,
+            mode=SearchMode.DENSE,
+            top_k=top_k,
+            category_filter=category,
+            query_vector=EMBEDDER.embed_query(text),
+            embedder=EMBEDDER.identity,
+        )
+    )
+    return [hit.id for hit in hits]
+
+
+def _index(store: MilvusKnowledgeStore) -> DenseIndex:
+    index = lite_dense(store._collection)
+    assert index is not None
+    return index
+
+
+@pytest.fixture
+def kb(tmp_path: Path) -> Path:
+    root = tmp_path / "kb"
+    write(root, "runbooks/kafka.md", long_markdown("Kafka lag", 5, "kafka consumer lag"))
+    write(
+        root,
+        "runbooks/disk.md",
+        "---\ntitle: Disk full\ncategory: storage\n---\n# Disk\n\nFree the kafka disk space.\n",
+    )
+    write(root, "faq/billing.md", long_markdown("Billing FAQ", 2, "invoice monthly"))
+    return root
+
+
+def test_dense_on_lite_is_answered_by_the_index_beside_the_file_with_lites_hits(
+    store: MilvusKnowledgeStore,
+    search: MilvusKnowledgeSearch,
+    ingest: IngestDocuments,
+    kb: Path,
+    lite_uri: str,
+) -> None:
+    ingest.execute(FileDocumentSource(kb), sync=True)
+    index = _index(store)
+    assert index.root == Path(lite_uri).resolve() / DENSE_DIR / store.collection_name
+    assert index.count() == store.count()
+    assert (index.root / "index.bin").exists()  # written at seal
+
+    request = KnowledgeSearchRequest(
+        query_text="kafka consumer lag",
+        mode=SearchMode.DENSE,
+        top_k=100,
+        query_vector=EMBEDDER.embed_query("kafka consumer lag"),
+        embedder=EMBEDDER.identity,
+    )
+    hits = search.search(request)
+    # Lite's own search of the same vector (every row: a small collection).
+    lite = store._connection.client().search(
+        store.collection_name,
+        data=[list(request.query_vector or ())],
+        anns_field="dense_vector",
+        limit=100,
+        output_fields=["evidence_key"],
+        search_params={"metric_type": "COSINE", "params": {"ef": 256}},
+    )[0]
+    assert [hit.id for hit in hits] == [str(h["evidence_key"]) for h in lite]
+    assert [hit.score for hit in hits] == pytest.approx([float(h["distance"]) for h in lite])
+    best = hits[0]
+    assert best.content is not None  # the text comes from Lite, by primary key
+    assert best.metadata["doc_id"] == best.id.split("#chunk-")[0]
+    storage = _dense(search, "kafka disk", category="storage")
+    assert storage
+    assert all(key.startswith("kb/runbooks/disk.md") for key in storage)
+    assert _dense(search, "kafka disk", category="Storage") == []  # exact, as Milvus' ==
+
+
+def test_a_reingested_document_leaves_the_index_holding_the_collection_rows(
+    store: MilvusKnowledgeStore, search: MilvusKnowledgeSearch, ingest: IngestDocuments, kb: Path
+) -> None:
+    ingest.execute(FileDocumentSource(kb), sync=True)
+    before = set(_dense(search, "kafka consumer lag", top_k=100))
+    assert len([k for k in before if k.startswith("kb/runbooks/kafka.md")]) > 2
+
+    write(kb, "runbooks/kafka.md", "# Kafka lag\n\nRestart the zookeeper ensemble.\n")
+    (kb / "faq" / "billing.md").unlink()
+    report = ingest.execute(FileDocumentSource(kb), sync=True)
+    assert (report.updated, report.deleted) == (1, 1)
+
+    assert _index(store).count() == store.count() == len(_all_keys(store))
+    assert set(_dense(search, "anything at all", top_k=100)) == _all_keys(store)
+
+
+_KILLED_INGEST = textwrap.dedent(
+    """
+    import os, signal, sys
+    from lookup_knowledge.adapters.embedders import HashingEmbedder
+    from lookup_knowledge.adapters.files import FileDocumentSource, MarkdownChunker
+    from lookup_knowledge.adapters.milvus import MilvusConnection, MilvusKnowledgeStore
+    from lookup_knowledge.adapters.milvus.dense_index import DenseIndex
+    from lookup_knowledge.adapters.runtime import SystemClock
+    from lookup_knowledge.application.ingest import IngestDocuments
+
+    uri, collection, kb = sys.argv[1:4]
+    store = MilvusKnowledgeStore(MilvusConnection(uri, timeout_s=30.0), collection=collection)
+    ingest = IngestDocuments(
+        store=store, chunker=MarkdownChunker(chunk_size=200, chunk_overlap=30),
+        clock=SystemClock(), embedder=HashingEmbedder(64),
+    )
+
+    def die(self, rows):  # after Lite took the rows, before the dense index adds them
+        store._connection.client().flush(collection)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    DenseIndex.upsert = die
+    ingest.execute(FileDocumentSource(kb), sync=True)
+    """
+)
+
+
+def test_a_process_killed_between_the_lite_write_and_the_index_write_is_rebuilt_consistent(
+    collection: str, kb: Path, tmp_path: Path
+) -> None:
+    lite_uri = str(tmp_path / "killed.db")  # its own file: the child process opens it
+    connection = MilvusConnection(lite_uri, timeout_s=30.0)
+    try:
+        store = MilvusKnowledgeStore(connection, collection=collection)
+        _ingest(store).execute(FileDocumentSource(kb), sync=True)
+        root = _index(store).root
+    finally:
+        connection.close()  # the child process needs the Lite folder
+
+    write(kb, "runbooks/kafka.md", "# Kafka lag\n\nRestart the zookeeper ensemble.\n")
+    write(kb, "runbooks/new.md", long_markdown("New runbook", 3, "fresh words"))
+    script = tmp_path / "killed_ingest.py"
+    script.write_text(_KILLED_INGEST, encoding="utf-8")
+    child = subprocess.run(
+        [sys.executable, str(script), lite_uri, collection, str(kb)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(Path.cwd())},
+    )
+    assert child.returncode == -9, child.stderr[-2000:]
+    assert (root / "pending.jsonl").exists()  # the journal says what was interrupted
+
+    connection = MilvusConnection(lite_uri, timeout_s=30.0)
+    try:
+        search = MilvusKnowledgeSearch(connection, collection=collection)
+        store = MilvusKnowledgeStore(connection, collection=collection)
+        found = set(_dense(search, "zookeeper ensemble", top_k=200))
+        assert not (root / "pending.jsonl").exists()  # repaired on open
+        assert _index(store).count() == store.count()
+        assert found == _all_keys(store)  # every row Lite holds, and nothing else
+    finally:
+        connection.close()

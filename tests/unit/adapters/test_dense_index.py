@@ -1,0 +1,301 @@
+"""The HNSW index of Milvus Lite's dense path on its own (``adapters/milvus/dense_index.py``):
+filtered top-k equal to exact search, replace and deletes, the journal and the repairs
+and rebuilds on open."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lookup_knowledge.adapters.milvus.dense_index import DenseIndex, DenseRow
+from lookup_knowledge.domain.access import (
+    AccessMode,
+    AccessScope,
+    DocumentAccess,
+    Principal,
+    can_see,
+    storage_key,
+)
+
+DIM = 8
+
+
+def row(
+    doc: str,
+    chunk: int,
+    vector: Sequence[float],
+    *,
+    category: str = "ops",
+    tenant: str = "",
+    groups: Sequence[str] = (),
+    public: bool = False,
+) -> DenseRow:
+    return DenseRow(
+        key=storage_key(tenant, f"{doc}#chunk-{chunk}"),
+        doc_key=storage_key(tenant, doc),
+        vector=list(vector),
+        category=category,
+        tenant=tenant,
+        allowed_groups=tuple(groups),
+        public=public,
+    )
+
+
+def axis(i: int, scale: float = 1.0) -> list[float]:
+    out = [0.0] * DIM
+    out[i % DIM] = scale
+    return out
+
+
+class Milvus:
+    """What the index repairs and rebuilds from: the rows the collection holds."""
+
+    def __init__(self, rows: Sequence[DenseRow] = ()) -> None:
+        self.rows = {r.key: r for r in rows}
+        self.reads: list[Sequence[str] | None] = []
+
+    def read(self, doc_keys: Sequence[str] | None) -> Iterator[DenseRow]:
+        self.reads.append(doc_keys)
+        wanted = None if doc_keys is None else set(doc_keys)
+        return iter([r for r in self.rows.values() if wanted is None or r.doc_key in wanted])
+
+    def count(self) -> int:
+        return len(self.rows)
+
+
+def open_index(root: Path, milvus: Milvus, *, exact_rows: int = 0, m: int = 16) -> DenseIndex:
+    return DenseIndex(
+        root,
+        dimension=DIM,
+        read_rows=milvus.read,
+        count_rows=milvus.count,
+        m=m,
+        exact_rows=exact_rows,
+    )
+
+
+def keys(found: list[tuple[str, float]]) -> list[str]:
+    return [key for key, _score in found]
+
+
+def test_search_returns_the_nearest_rows_by_cosine_best_first(tmp_path: Path) -> None:
+    rows = [
+        row("a.md", 0, axis(0)),
+        row("b.md", 0, axis(1)),
+        row("c.md", 0, [1, 1, 0, 0, 0, 0, 0, 0]),
+    ]
+    milvus = Milvus(rows)
+    index = open_index(tmp_path / "dense", milvus)
+    index.upsert(rows)
+    found = index.search(axis(0, 5.0), 2, ef=16)  # the query's length does not matter
+    assert keys(found) == ["a.md#chunk-0", "c.md#chunk-0"]
+    assert found[0][1] == pytest.approx(1.0)
+    assert found[1][1] == pytest.approx(2**-0.5)
+    assert keys(index.search(axis(1), 10, ef=16, where={"category": "other"})) == []
+    with pytest.raises(ValueError, match="8-dim"):
+        index.search([1.0, 0.0], 1, ef=16)
+    index.close()
+
+
+def test_replace_and_deletes_of_a_reingested_document_reach_the_index(tmp_path: Path) -> None:
+    milvus = Milvus()
+    index = open_index(tmp_path / "dense", milvus)
+    index.upsert([row("a.md", i, axis(i)) for i in range(4)] + [row("b.md", 0, axis(5))])
+    index.upsert([row("a.md", 0, axis(6))])  # replaced by key: the old vector is gone
+    assert keys(index.search(axis(6), 1, ef=16)) == ["a.md#chunk-0"]
+    assert "a.md#chunk-0" not in keys(index.search(axis(0), 1, ef=16))
+    # The re-ingest keeps chunks 0 and 1 of a.md and deletes the rest.
+    index.delete_except(["a.md"], ["a.md#chunk-0", "a.md#chunk-1"])
+    assert sorted(keys(index.search(axis(0), 10, ef=16))) == [
+        "a.md#chunk-0",
+        "a.md#chunk-1",
+        "b.md#chunk-0",
+    ]
+    index.delete_documents(["a.md"])
+    assert keys(index.search(axis(0), 10, ef=16)) == ["b.md#chunk-0"]
+    assert index.count() == 1
+    index.close()
+
+
+def test_settle_writes_the_index_and_a_reopen_reads_it_without_milvus(tmp_path: Path) -> None:
+    rows = [row(f"d{i}.md", 0, axis(i)) for i in range(6)]
+    milvus = Milvus(rows)
+    index = open_index(tmp_path / "dense", milvus)
+    index.upsert(rows)
+    index.delete_documents(["d0.md"])  # a tombstone, compacted away by settle
+    milvus.rows.pop("d0.md#chunk-0")
+    index.settle()
+    index.close()
+    reads = len(milvus.reads)
+    reopened = open_index(tmp_path / "dense", milvus)
+    assert reopened.count() == 5
+    assert keys(reopened.search(axis(3), 1, ef=16)) == ["d3.md#chunk-0"]
+    assert "d0.md#chunk-0" not in keys(reopened.search(axis(0), 10, ef=16))
+    assert len(milvus.reads) == reads  # nothing re-read: the file matched the collection
+    reopened.close()
+
+
+def test_a_journal_left_by_a_crash_is_replayed_from_milvus_on_open(tmp_path: Path) -> None:
+    root = tmp_path / "dense"
+    milvus = Milvus([row("a.md", 0, axis(0)), row("b.md", 0, axis(1))])
+    index = open_index(root, milvus)
+    index.upsert(list(milvus.rows.values()))
+    index.settle()
+    index.mark(["a.md"])  # the process journals a.md, Milvus takes the new rows ...
+    milvus.rows["a.md#chunk-0"] = row("a.md", 0, axis(2))
+    milvus.rows["a.md#chunk-1"] = row("a.md", 1, axis(3))
+    index.close()  # ... and dies before the index hears of them
+
+    assert json.loads((root / "pending.jsonl").read_text().splitlines()[0]) == ["a.md"]
+    reopened = open_index(root, milvus)
+    assert keys(reopened.search(axis(2), 1, ef=16)) == ["a.md#chunk-0"]
+    assert keys(reopened.search(axis(3), 1, ef=16)) == ["a.md#chunk-1"]
+    assert reopened.count() == 3
+    assert milvus.reads[-1] == ["a.md"]  # only the journalled document was re-read
+    assert not (root / "pending.jsonl").exists()
+    reopened.close()
+
+
+@pytest.mark.parametrize("damage", ["missing", "truncated", "other-parameters", "count"])
+def test_an_index_that_does_not_match_the_collection_is_rebuilt_from_milvus(
+    tmp_path: Path, damage: str
+) -> None:
+    root = tmp_path / "dense"
+    milvus = Milvus([row("a.md", 0, axis(0)), row("b.md", 0, axis(1))])
+    index = open_index(root, milvus)
+    index.upsert(list(milvus.rows.values()))
+    index.settle()
+    index.close()
+    m = 16
+    if damage == "missing":
+        shutil.rmtree(root)
+    elif damage == "truncated":
+        data = (root / "index.bin").read_bytes()
+        (root / "index.bin").write_bytes(data[: len(data) - 40])
+    elif damage == "other-parameters":
+        m = 8
+    else:
+        milvus.rows["c.md#chunk-0"] = row("c.md", 0, axis(2))  # written by another tool
+    reopened = open_index(root, milvus, m=m)
+    assert reopened.count() == len(milvus.rows)
+    assert milvus.reads[-1] is None  # a full read
+    expected = ["c.md#chunk-0"] if damage == "count" else ["a.md#chunk-0"]
+    assert keys(reopened.search(axis(2) if damage == "count" else axis(0), 1, ef=16)) == expected
+    reopened.close()
+
+
+def test_a_write_that_failed_is_repaired_before_the_next_search(tmp_path: Path) -> None:
+    milvus = Milvus([row("a.md", 0, axis(0))])
+    index = open_index(tmp_path / "dense", milvus)
+    index.upsert(list(milvus.rows.values()))
+    index.mark(["a.md"])
+    milvus.rows["a.md#chunk-0"] = row("a.md", 0, axis(4))  # Milvus wrote, then the call failed
+    index.failed()
+    assert keys(index.search(axis(4), 1, ef=16)) == ["a.md#chunk-0"]
+    index.close()
+
+
+# ---------------------------------------------------------------------- filters
+
+_TENANTS = st.sampled_from(["t1", "t2"])
+_GROUPS = st.frozensets(st.sampled_from(["g1", "g2", "g3"]), max_size=2)
+_CATEGORIES = st.sampled_from(["ops", "billing", "hr"])
+_DOC = st.tuples(
+    st.builds(
+        lambda tenant, groups, public: DocumentAccess(
+            tenant, groups if tenant else frozenset(), public
+        ),
+        st.one_of(st.just(""), _TENANTS),
+        _GROUPS,
+        st.booleans(),
+    ),
+    _CATEGORIES,
+    st.integers(1, 4),  # chunks
+)
+_SCOPES = st.one_of(
+    st.just(AccessScope(AccessMode.OFF)),
+    st.just(AccessScope(AccessMode.ENFORCED, None)),
+    st.builds(
+        lambda tenant, groups: AccessScope(AccessMode.ENFORCED, Principal(tenant, "u", groups)),
+        _TENANTS,
+        _GROUPS,
+    ),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    docs=st.lists(_DOC, min_size=1, max_size=40),
+    scope=_SCOPES,
+    category=st.one_of(st.none(), _CATEGORIES),
+    deleted=st.sets(st.integers(0, 39), max_size=5),
+    limit=st.integers(1, 30),
+    exact_rows=st.sampled_from([0, 10_000]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_the_filtered_top_k_equals_exact_search_over_the_rows_the_filter_allows(
+    docs: list[tuple[DocumentAccess, str, int]],
+    scope: AccessScope,
+    category: str | None,
+    deleted: set[int],
+    limit: int,
+    exact_rows: int,
+    seed: int,
+) -> None:
+    """Through the HNSW graph with the filter as its id set (``exact_rows`` 0) and
+    exactly over the filtered rows: no hit outside the filter (category, tenant,
+    groups, public, deleted documents) and every one of the best ``limit`` inside it."""
+    rng = np.random.default_rng(seed)
+    root = Path(tempfile.mkdtemp(prefix="dense-filter-"))
+    try:
+        rows: list[tuple[DenseRow, DocumentAccess]] = []
+        for d, (access, cat, chunks) in enumerate(docs):
+            for c in range(chunks):
+                vector = rng.standard_normal(DIM).tolist()
+                rows.append(
+                    (
+                        row(
+                            f"d{d}.md",
+                            c,
+                            vector,
+                            category=cat,
+                            tenant=access.tenant,
+                            groups=sorted(access.allowed_groups),
+                            public=access.public,
+                        ),
+                        access,
+                    )
+                )
+        index = open_index(root, Milvus(), exact_rows=exact_rows)
+        index.upsert([r for r, _a in rows])
+        gone = [storage_key(docs[d][0].tenant, f"d{d}.md") for d in deleted if d < len(docs)]
+        index.delete_documents(gone)
+        query = rng.standard_normal(DIM)
+        where = {"category": category} if category is not None else None
+        found = index.search(query.tolist(), limit, ef=512, where=where, access=scope)
+
+        allowed = [
+            r
+            for r, access in rows
+            if r.doc_key not in gone
+            and (category is None or r.category == category)
+            and can_see(scope.principal, access, scope.mode)
+        ]
+        unit = query / np.linalg.norm(query)
+        scored = sorted(
+            ((float(np.dot(unit, r.vector) / np.linalg.norm(r.vector)), r.key) for r in allowed),
+            reverse=True,
+        )
+        assert keys(found) == [key for _score, key in scored[:limit]]
+        assert [s for _k, s in found] == pytest.approx([s for s, _k in scored[:limit]], abs=1e-5)
+        index.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
