@@ -69,6 +69,18 @@ def faiss_case(data: np.ndarray, folder: Path) -> tuple[Searcher, int]:
     return search, path.stat().st_size
 
 
+def exact_case(data: np.ndarray, folder: Path) -> tuple[Searcher, int]:
+    """No graph: one matrix-vector product and a partial sort, what the index beside Lite
+    does when a request may see at most ``EXACT_ROWS`` rows (``dense_index.py``)."""
+
+    def search(query: np.ndarray) -> np.ndarray:
+        scores = data @ query
+        top = np.argpartition(-scores, LIMIT - 1)[:LIMIT]
+        return top[np.argsort(-scores[top], kind="stable")]
+
+    return search, 0
+
+
 def hnswlib_case(data: np.ndarray, folder: Path) -> tuple[Searcher, int]:
     import hnswlib
 
@@ -112,7 +124,12 @@ def main() -> int:
     data = vectors(args.rows)
     qs = np.asarray([q.vector for q in queries(args.rows, args.queries)], dtype=np.float32)
     exact = np.argsort(-(qs @ data.T), axis=1)[:, :LIMIT]
-    cases = {"faiss": faiss_case, "hnswlib": hnswlib_case, "usearch": usearch_case}
+    cases = {
+        "exact (numpy)": exact_case,
+        "faiss": faiss_case,
+        "hnswlib": hnswlib_case,
+        "usearch": usearch_case,
+    }
     print(
         f"{args.rows:,} synthetic {DIM}-dim unit vectors, HNSW M {M} efConstruction "
         f"{EF_CONSTRUCTION}, one thread; {args.queries} queries, ef {EF}, limit {LIMIT}"

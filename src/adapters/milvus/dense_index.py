@@ -15,9 +15,9 @@ scores, and the rows' fields (text included) are read from Lite by primary key.
 
 Filters are exact: the rows a request may see (``category`` equal, ``can_see`` under
 an enforced ``AccessScope``, not deleted) are a bitmap; when they are few
-(``exact_rows``) the top-k is computed exactly over them, otherwise HNSW searches with
-the bitmap as FAISS' ``IDSelector`` (only those rows are returned) and an ``ef`` raised
-by the filter's selectivity; a search that returns fewer hits than ``min(limit, rows
+(``exact_rows``, filtered or not) the top-k is computed exactly over them, otherwise
+HNSW searches with the bitmap as FAISS' ``IDSelector`` (only those rows are returned)
+and an ``ef`` raised by the filter's selectivity; a search that returns fewer hits than ``min(limit, rows
 in the filter)`` (the proof that the top-k is complete fails) is answered exactly.
 
 Where: ``<lite folder>/lookup_knowledge_dense/<collection>/``: ``index.bin`` (one file:
@@ -64,8 +64,11 @@ FORMAT = 1
 _MAGIC = b"LKDENSE\x00"
 _FILE = "index.bin"
 _JOURNAL = "pending.jsonl"
-#: Filter rows at most this many: exact top-k over them (a few ms at most).
-EXACT_ROWS = 2048
+#: Rows a request may see at most this many: the top-k is computed exactly over them
+#: (one matrix-vector product, a few ms at this size) instead of through the graph, so
+#: a collection of this size or less ranks as exact search does (HNSW's recall@50 falls
+#: below 1 from a few thousand rows on near-uniform vectors; benchmarks/README.md).
+EXACT_ROWS = 32_768
 #: ``ef`` is raised by 1/selectivity of the filter, at most this factor.
 MAX_EF_FACTOR = 16
 #: Deleted rows past this share of the graph: ``settle`` rebuilds it from the live rows.
@@ -535,8 +538,9 @@ class DenseIndex:
             want = min(limit, rows)
             if want == 0:
                 return []
-            if mask is not None and rows <= self._exact_rows:
-                return self._exact(query[0], np.flatnonzero(mask), want)
+            if rows <= self._exact_rows:
+                ids = np.flatnonzero(mask) if mask is not None else np.arange(total)
+                return self._exact(query[0], ids, want)
             depth = max(ef, limit)
             if mask is None:
                 params = faiss.SearchParametersHNSW(efSearch=depth)
@@ -571,7 +575,10 @@ class DenseIndex:
             return self._exact(query[0], ids, min(limit, len(ids))) if limit > 0 else []
 
     def _exact(self, query: np.ndarray, ids: np.ndarray, want: int) -> list[tuple[str, float]]:
-        scores = self._vectors()[ids] @ query
+        vectors = self._vectors()
+        # Copying a few rows out is cheaper than scoring all; past a quarter of them, the
+        # product over every row (no copy) is.
+        scores = vectors[ids] @ query if 4 * len(ids) < len(vectors) else (vectors @ query)[ids]
         top = np.argpartition(-scores, want - 1)[:want] if want < len(ids) else np.arange(len(ids))
         ordered = top[np.argsort(-scores[top], kind="stable")]
         return [(self._keys[int(ids[i])], float(scores[i])) for i in ordered]
