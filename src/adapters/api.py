@@ -23,15 +23,24 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, ParamSpec, TypeVar, Unpack
 
+from lookup_knowledge.adapters.api_requests import (
+    IngestFields,
+    IngestPaths,
+    IngestRequest,
+    LookupFields,
+    LookupRequest,
+    ingest_request,
+    lookup_request,
+)
 from lookup_knowledge.adapters.config import Settings, load_settings
 from lookup_knowledge.adapters.container import Container
 from lookup_knowledge.application.answer_check import CheckAnswer, OwnedView
 from lookup_knowledge.application.evaluation import MEASURES, Replay, RunEval
 from lookup_knowledge.application.health import Health
 from lookup_knowledge.application.ingest import IngestProgress, IngestReport
-from lookup_knowledge.application.lookup import LookupKnowledge, LookupOptions, LookupResult
+from lookup_knowledge.application.lookup import LookupKnowledge, LookupResult
 from lookup_knowledge.application.lookup.query import check_id
 from lookup_knowledge.application.ports import (
     AnswerCheck,
@@ -50,11 +59,11 @@ from lookup_knowledge.application.ports import (
 )
 from lookup_knowledge.application.session_owner import CallerScope, SessionOwners
 from lookup_knowledge.application.tool import anthropic_tool_schema, openai_tool_schema
-from lookup_knowledge.domain.access import DocumentAccess, Principal
-from lookup_knowledge.domain.errors import AccessDenied, InvalidInputError, LookupKnowledgeError
-from lookup_knowledge.domain.model import SearchMode
+from lookup_knowledge.domain.access import Principal
+from lookup_knowledge.domain.errors import AccessDenied, LookupKnowledgeError
 
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
 _LOG = logging.getLogger(__name__)
 
 
@@ -148,68 +157,29 @@ class LookupApp:
                 self._idle.notify_all()
 
     def lookup_result(
-        self,
-        query: str,
-        *,
-        session_id: str,
-        step_id: str | None = None,
-        mode: SearchMode | str | None = None,
-        category: str | None = None,
-        tool_call_id: str | None = None,
-        principal: Principal | None = None,
-        owned_session: bool = False,
-        input_error: str | None = None,
+        self, query: str | LookupRequest, **fields: Unpack[LookupFields]
     ) -> LookupResult:
-        """The typed result (``.to_tool_json()`` is what the agent receives).
-
-        ``principal`` is who the lookup is for (tenant, user, groups), from the host's
-        own authentication, never from the agent; under ``access.mode=enforced`` a
-        lookup without one sees only documents marked public.
-
-        ``owned_session``: the session must be ``principal``'s own (a new one becomes
-        its own); another principal's session raises ``AccessDenied`` before anything
-        is searched (the servers ask this for agent callers). ``input_error``: the
-        caller found the call's input bad; the call is recorded as that
-        ``invalid_input`` result without searching."""
-        options = LookupOptions(
-            mode=_mode(mode),
-            category=category,
-            tool_call_id=tool_call_id,
-            principal=principal,
-            input_error=input_error,
-        )
+        """The typed result (``.to_tool_json()`` is what the agent receives) of a
+        ``LookupRequest``, passed whole or as the query and its fields."""
+        request = lookup_request(query, fields)
+        options = request.options()
         with self._call():
-            if owned_session:
-                check_id("session_id", session_id, required=True)
-                if not self.session_owners.claim(session_id, principal):
+            if request.owned_session:
+                check_id("session_id", request.session_id, required=True)
+                if not self.session_owners.claim(request.session_id, request.principal):
                     raise AccessDenied(
                         "this session id belongs to another principal; use a session id of your own"
                     )
             return self._use_case().execute(
-                query, session_id=session_id, step_id=step_id, options=options
+                request.query,
+                session_id=request.session_id,
+                step_id=request.step_id,
+                options=options,
             )
 
-    def lookup(
-        self,
-        query: str,
-        *,
-        session_id: str,
-        step_id: str | None = None,
-        mode: SearchMode | str | None = None,
-        category: str | None = None,
-        tool_call_id: str | None = None,
-        principal: Principal | None = None,
-    ) -> dict[str, Any]:
+    def lookup(self, query: str | LookupRequest, **fields: Unpack[LookupFields]) -> dict[str, Any]:
         """Run ``lookup_knowledge(query)`` and return the tool JSON (a dict)."""
-        return self.lookup_result(
-            query,
-            session_id=session_id,
-            step_id=step_id,
-            mode=mode,
-            category=category,
-            tool_call_id=tool_call_id,
-            principal=principal,
-        ).to_tool_json()
+        return self.lookup_result(query, **fields).to_tool_json()
 
     def _use_case(self) -> LookupKnowledge:
         lookup = self._lookup
@@ -221,93 +191,35 @@ class LookupApp:
         return lookup
 
     async def alookup_result(
-        self,
-        query: str,
-        *,
-        session_id: str,
-        step_id: str | None = None,
-        mode: SearchMode | str | None = None,
-        category: str | None = None,
-        tool_call_id: str | None = None,
-        principal: Principal | None = None,
-        owned_session: bool = False,
-        input_error: str | None = None,
+        self, query: str | LookupRequest, **fields: Unpack[LookupFields]
     ) -> LookupResult:
         """``lookup_result`` for asyncio hosts: runs on the app's worker pool."""
-        call = partial(
-            self.lookup_result,
-            query,
-            session_id=session_id,
-            step_id=step_id,
-            mode=mode,
-            category=category,
-            tool_call_id=tool_call_id,
-            principal=principal,
-            owned_session=owned_session,
-            input_error=input_error,
-        )
-        return await self._in_pool(call)
+        return await self._off_loop(self.lookup_result, lookup_request(query, fields))
 
     async def alookup(
-        self,
-        query: str,
-        *,
-        session_id: str,
-        step_id: str | None = None,
-        mode: SearchMode | str | None = None,
-        category: str | None = None,
-        tool_call_id: str | None = None,
-        principal: Principal | None = None,
-        owned_session: bool = False,
+        self, query: str | LookupRequest, **fields: Unpack[LookupFields]
     ) -> dict[str, Any]:
         """``lookup`` for asyncio hosts: runs on the app's worker pool, not the loop."""
-        result = await self.alookup_result(
-            query,
-            session_id=session_id,
-            step_id=step_id,
-            mode=mode,
-            category=category,
-            tool_call_id=tool_call_id,
-            principal=principal,
-            owned_session=owned_session,
-        )
-        return result.to_tool_json()
+        return await self._off_loop(self.lookup, lookup_request(query, fields))
 
     # ------------------------------------------------------------------ ingest, audit
 
     def ingest(
-        self,
-        paths: Sequence[str | Path] | str | Path,
-        *,
-        category: str | None = None,
-        doc_id: str | None = None,
-        root: str | Path | None = None,
-        sync: bool = False,
-        progress: Callable[[IngestProgress], None] | None = None,
-        source_name: str | None = None,
-        dry_run: bool = False,
-        tenant: str | None = None,
-        allowed_groups: Sequence[str] = (),
-        public: bool = False,
+        self, paths: IngestPaths | IngestRequest, **fields: Unpack[IngestFields]
     ) -> IngestReport:
-        """Ingest Markdown / text / HTML files and folders; idempotent per content hash.
-
-        Every document belongs to one source (``source_name``, default: the ingest
-        root's folder name; a folder inside an ingested source joins it), whose name
-        prefixes its doc_ids. ``sync`` deletes only that source's documents that are
-        gone; a document another source owns is never replaced (``IngestConflict``).
-        ``dry_run`` writes nothing and returns the plan (``report.plan``).
-        ``tenant``, ``allowed_groups`` and ``public`` are the access metadata of every
-        document that does not set its own in front matter (see ``access.mode``)."""
+        """Run an ``IngestRequest`` (passed whole or as the paths and its fields)."""
+        request = ingest_request(paths, fields)
         source: DocumentSource = self._container.document_source(
-            paths,
-            root=root,
-            category=category,
-            doc_id=doc_id,
-            source_name=source_name,
-            access=document_access(tenant, allowed_groups, public),
+            request.paths,
+            root=request.root,
+            category=request.category,
+            doc_id=request.doc_id,
+            source_name=request.source_name,
+            access=request.access(),
         )
-        return self.ingest_source(source, sync=sync, progress=progress, dry_run=dry_run)
+        return self.ingest_source(
+            source, sync=request.sync, progress=request.progress, dry_run=request.dry_run
+        )
 
     def ingest_source(
         self,
@@ -356,37 +268,11 @@ class LookupApp:
         return self.session_owners.owns(session_id, scope.principal)
 
     async def aingest(
-        self,
-        paths: Sequence[str | Path] | str | Path,
-        *,
-        category: str | None = None,
-        doc_id: str | None = None,
-        root: str | Path | None = None,
-        sync: bool = False,
-        progress: Callable[[IngestProgress], None] | None = None,
-        source_name: str | None = None,
-        dry_run: bool = False,
-        tenant: str | None = None,
-        allowed_groups: Sequence[str] = (),
-        public: bool = False,
+        self, paths: IngestPaths | IngestRequest, **fields: Unpack[IngestFields]
     ) -> IngestReport:
         """``ingest`` for asyncio hosts, on the app's worker pool (``progress`` is called
         from that worker thread)."""
-        call = partial(
-            self.ingest,
-            paths,
-            category=category,
-            doc_id=doc_id,
-            root=root,
-            sync=sync,
-            progress=progress,
-            source_name=source_name,
-            dry_run=dry_run,
-            tenant=tenant,
-            allowed_groups=allowed_groups,
-            public=public,
-        )
-        return await self._in_pool(call)
+        return await self._off_loop(self.ingest, ingest_request(paths, fields))
 
     async def averify_citations(
         self,
@@ -397,8 +283,9 @@ class LookupApp:
         scope: CallerScope | None = None,
     ) -> CitationReport:
         """``verify_citations`` for asyncio hosts, on the app's worker pool."""
-        call = partial(self.verify_citations, session_id, document_ids, groups=groups, scope=scope)
-        return await self._in_pool(call)
+        return await self._off_loop(
+            self.verify_citations, session_id, document_ids, groups=groups, scope=scope
+        )
 
     def warm(self, *, background: bool = False) -> None:
         """Open what the first lookup would open, so it pays neither: the embedding model
@@ -451,7 +338,7 @@ class LookupApp:
         return health
 
     async def ahealth(self, timeout_s: float | None = None) -> Health:
-        return await self._in_pool(partial(self.health, timeout_s))
+        return await self._off_loop(self.health, timeout_s)
 
     def evidence_text(
         self, document_ids: Sequence[str], *, tenant: str | None = None
@@ -550,7 +437,7 @@ class LookupApp:
         scope: CallerScope | None = None,
     ) -> AnswerCheck:
         """``check_answer_of_calls`` for asyncio hosts: runs on the app's worker pool."""
-        call = partial(
+        return await self._off_loop(
             self.check_answer_of_calls,
             answer,
             session_prefix=session_prefix,
@@ -558,7 +445,6 @@ class LookupApp:
             principal=principal,
             scope=scope,
         )
-        return await self._in_pool(call)
 
     async def acheck_answer(
         self,
@@ -571,7 +457,7 @@ class LookupApp:
         scope: CallerScope | None = None,
     ) -> AnswerCheck:
         """``check_answer`` for asyncio hosts: runs on the app's worker pool."""
-        call = partial(
+        return await self._off_loop(
             self.check_answer,
             session_id,
             answer,
@@ -580,7 +466,6 @@ class LookupApp:
             persist=persist,
             scope=scope,
         )
-        return await self._in_pool(call)
 
     @property
     def answer_checks(self) -> AnswerCheckStore:
@@ -644,9 +529,14 @@ class LookupApp:
     ) -> None:
         await self.aclose()
 
-    def _in_pool(self, call: Callable[[], _T]) -> Awaitable[_T]:
+    def _off_loop(
+        self, call: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs
+    ) -> Awaitable[_T]:
+        """``call(*args, **kwargs)`` on the app's worker pool: every ``a*`` method."""
         self._check_open()
-        return asyncio.get_running_loop().run_in_executor(self._executor, call)
+        return asyncio.get_running_loop().run_in_executor(
+            self._executor, partial(call, *args, **kwargs)
+        )
 
     def __enter__(self) -> LookupApp:
         return self
@@ -658,32 +548,6 @@ class LookupApp:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-def document_access(
-    tenant: str | None, allowed_groups: Sequence[str] = (), public: bool = False
-) -> DocumentAccess:
-    """The access metadata of ingest arguments (validated: ``InvalidInputError``)."""
-    if isinstance(allowed_groups, str):
-        raise InvalidInputError("allowed_groups must be a list of group names, not one string")
-    if not isinstance(public, bool):
-        raise InvalidInputError(f"public must be True or False, not {public!r}")
-    return DocumentAccess(tenant or "", frozenset(allowed_groups), public)
-
-
-def _mode(mode: SearchMode | str | None) -> SearchMode | None:
-    if mode is None or isinstance(mode, SearchMode):
-        return mode
-    if not isinstance(mode, str):
-        raise InvalidInputError(
-            f"mode must be one of {', '.join(m.value for m in SearchMode)}; got {mode!r}"
-        )
-    try:
-        return SearchMode(mode.lower())
-    except ValueError:
-        raise InvalidInputError(
-            f"unknown search mode {mode!r}; use one of: " + ", ".join(m.value for m in SearchMode)
-        ) from None
 
 
 def create_app(

@@ -117,6 +117,8 @@ from lookup_knowledge.application.ports.search import (
     KnowledgeSearchHit,
     KnowledgeSearchPort,
     KnowledgeSearchRequest,
+    RankedList,
+    RankedListSource,
     SearchCapabilities,
 )
 
@@ -167,6 +169,8 @@ __all__ = [
     "NoTelemetry",
     "Qrels",
     "QualitySummary",
+    "RankedList",
+    "RankedListSource",
     "RankingMetrics",
     "RecordOutcome",
     "Reranker",
