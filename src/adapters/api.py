@@ -16,10 +16,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from types import TracebackType
@@ -34,8 +32,10 @@ from lookup_knowledge.adapters.api_requests import (
     ingest_request,
     lookup_request,
 )
+from lookup_knowledge.adapters.call_gate import CallGate
 from lookup_knowledge.adapters.config import Settings, load_settings
 from lookup_knowledge.adapters.container import Container
+from lookup_knowledge.adapters.warm_up import warm_up
 from lookup_knowledge.application.answer_check import CheckAnswer, OwnedView
 from lookup_knowledge.application.evaluation import MEASURES, Replay, RunEval
 from lookup_knowledge.application.health import Health
@@ -47,12 +47,9 @@ from lookup_knowledge.application.ports import (
     AnswerCheckStore,
     AnswerFormat,
     AuditQueries,
-    AuditSchema,
     CitationReport,
     CurrentChunkText,
     DocumentSource,
-    Embedder,
-    KnowledgeSearchPort,
     ToolInvocationRecorder,
     check_session_id,
     normalise_cited,
@@ -60,19 +57,11 @@ from lookup_knowledge.application.ports import (
 from lookup_knowledge.application.session_owner import CallerScope, SessionOwners
 from lookup_knowledge.application.tool import anthropic_tool_schema, openai_tool_schema
 from lookup_knowledge.domain.access import Principal
-from lookup_knowledge.domain.errors import AccessDenied, LookupKnowledgeError
+from lookup_knowledge.domain.errors import AccessDenied
 
 _T = TypeVar("_T")
 _P = ParamSpec("_P")
 _LOG = logging.getLogger(__name__)
-
-
-def _warm(what: str, open_it: Callable[[], object]) -> None:
-    try:
-        open_it()
-    except Exception as error:  # noqa: BLE001 - a warm-up never fails the caller or its thread
-        # The lookup (or health()) meets it again and reports it where the caller looks.
-        _LOG.info("warm-up: the %s could not be opened (%s)", what, error)
 
 
 class LookupApp:
@@ -88,15 +77,13 @@ class LookupApp:
         self._container = container
         self._settings: Settings = container.settings()
         self._lock = threading.Lock()
-        self._idle = threading.Condition(self._lock)
-        self._in_flight = 0
+        self._gate = CallGate("LookupApp")
         # None: built by the first lookup (``create_app(eager=False)``).
         self._lookup = lookup
         self._lookup_lock = threading.Lock()
         self._executor = ThreadPoolExecutor(
             max_workers=max_async_workers, thread_name_prefix="lookup-knowledge"
         )
-        self._closed = False
         self._owners: SessionOwners | None = None
 
     # ------------------------------------------------------------------ properties
@@ -134,28 +121,6 @@ class LookupApp:
 
     # ------------------------------------------------------------------ lookup
 
-    @contextmanager
-    def _call(self) -> Iterator[None]:
-        """Counts a call in flight so ``close`` waits for it before closing the recorder
-        (a lookup whose evidence the agent saw must be recorded)."""
-        self._enter()
-        try:
-            yield
-        finally:
-            self._leave()
-
-    def _enter(self) -> None:
-        with self._lock:
-            if self._closed:
-                raise LookupKnowledgeError("this LookupApp is closed")
-            self._in_flight += 1
-
-    def _leave(self) -> None:
-        with self._lock:
-            self._in_flight -= 1
-            if self._in_flight == 0:
-                self._idle.notify_all()
-
     def lookup_result(
         self, query: str | LookupRequest, **fields: Unpack[LookupFields]
     ) -> LookupResult:
@@ -163,7 +128,7 @@ class LookupApp:
         ``LookupRequest``, passed whole or as the query and its fields."""
         request = lookup_request(query, fields)
         options = request.options()
-        with self._call():
+        with self._gate.call():
             if request.owned_session:
                 check_id("session_id", request.session_id, required=True)
                 if not self.session_owners.claim(request.session_id, request.principal):
@@ -232,7 +197,7 @@ class LookupApp:
         """Ingest documents a host already holds (any ``DocumentSource``, for example
         ``StaticDocumentSource``); ``sync`` deletes what the source no longer yields
         within its scope, of the documents it owns."""
-        with self._call():
+        with self._gate.call():
             report: IngestReport = self._container.ingest().execute(
                 source, sync=sync, progress=progress, dry_run=dry_run
             )
@@ -254,7 +219,7 @@ class LookupApp:
         ``scope``: the call is an agent's, authenticated as ``scope.principal``: a
         session that is not its own answers like an empty one (every id unknown), and
         no id is ``forbidden`` (to the agent it is unknown, like a made-up one)."""
-        with self._call():
+        with self._gate.call():
             if scope is not None and not self._owns(session_id, scope):
                 cited = normalise_cited(document_ids)
                 return CitationReport(session_id=session_id, valid=(), unknown=cited)
@@ -295,7 +260,7 @@ class LookupApp:
         thread (a server at startup; a lookup that comes first waits only for what it
         needs; ``close`` waits for it). What cannot be opened is logged (INFO) and left
         to the lookup, or ``health()``, to report; a closed app refuses, like every call."""
-        self._enter()
+        self._gate.enter()
         if background:
             thread = threading.Thread(
                 target=self._warm_then_leave, name="lookup-knowledge-warm", daemon=True
@@ -303,37 +268,23 @@ class LookupApp:
             try:
                 thread.start()
             except BaseException:  # no thread: nothing in flight for close to wait for
-                self._leave()
+                self._gate.leave()
                 raise
             return
         self._warm_then_leave()
 
     def _warm_then_leave(self) -> None:
-        loading = None
         try:
-            embedder: Embedder | None = self._container.embedder()
-            if embedder is not None:
-                loading = threading.Thread(
-                    target=_warm,
-                    args=("embedder", embedder.load),
-                    name="lookup-knowledge-warm",
-                    daemon=True,
-                )
-                loading.start()
-            if self._settings.embedded_search:
-                search: KnowledgeSearchPort = self._container.search()
-                _warm("knowledge search", search.check)
+            warm_up(self._container, embedded_search=self._settings.embedded_search)
         finally:
-            if loading is not None:
-                loading.join()
-            self._leave()
+            self._gate.leave()
 
     def health(self, timeout_s: float | None = None) -> Health:
         """Live check of the knowledge search, the audit store and the spool (a readiness
         probe): ``ok`` is false when lookups cannot be answered or recorded now.
         ``timeout_s``: each check's bound; one that has not answered by then is reported
         failing (``/readyz`` passes ``server.readiness-timeout-s``)."""
-        with self._call():
+        with self._gate.call():
             health: Health = self._container.health().execute(timeout_s)
         return health
 
@@ -351,7 +302,7 @@ class LookupApp:
         keys = list(dict.fromkeys(document_ids))
         if not keys:
             return {}
-        with self._call():
+        with self._gate.call():
             chunk_text: CurrentChunkText = self._container.chunk_text()
             return chunk_text.fetch_content(keys, tenant)
 
@@ -374,7 +325,7 @@ class LookupApp:
         checked as an empty one and the check is not recorded; reasons name only its own
         sessions; no ``forbidden``."""
         fmt = answer_format or (AnswerFormat.TEXT if isinstance(answer, str) else "anthropic")
-        with self._call():
+        with self._gate.call():
             view = None
             if scope is not None:
                 owners = self.session_owners
@@ -406,7 +357,7 @@ class LookupApp:
         new, empty session ``new_session_id``. Another principal's session is never
         read, named or written to."""
         fmt = answer_format or (AnswerFormat.TEXT if isinstance(answer, str) else "anthropic")
-        with self._call():
+        with self._gate.call():
             owners = self.session_owners
             use_case: CheckAnswer = self._container.check_answer()
             sessions = use_case.sessions_cited(
@@ -481,13 +432,13 @@ class LookupApp:
 
     def eval_runner(self, measures: tuple[str, ...] = MEASURES) -> RunEval:
         """The Eval harness on this app's knowledge store, lookup and audit store."""
-        self._check_open()
+        self._gate.check_open()
         runner: RunEval = self._container.run_eval(measures=measures)
         return runner
 
     def replayer(self) -> Replay:
         """Replay of logged queries under another configuration, on this app."""
-        self._check_open()
+        self._gate.check_open()
         replay: Replay = self._container.replay()
         return replay
 
@@ -495,22 +446,15 @@ class LookupApp:
         """Make everything written to the knowledge store searchable at full speed
         (Milvus: flush). Ingest seals what it writes; a collection left by an
         interrupted run may not be sealed."""
-        with self._call():
+        with self._gate.call():
             self._container.store().seal()
 
     # ------------------------------------------------------------------ lifecycle
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise LookupKnowledgeError("this LookupApp is closed")
-
     def close(self, timeout_s: float = 60.0) -> None:
         """Refuse new calls, wait for those in flight, then close every resource."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            self._idle.wait_for(lambda: self._in_flight == 0, timeout=timeout_s)
+        if not self._gate.close(timeout_s):
+            return
         self._executor.shutdown(wait=True)
         self._container.shutdown_resources()
 
@@ -533,7 +477,7 @@ class LookupApp:
         self, call: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs
     ) -> Awaitable[_T]:
         """``call(*args, **kwargs)`` on the app's worker pool: every ``a*`` method."""
-        self._check_open()
+        self._gate.check_open()
         return asyncio.get_running_loop().run_in_executor(
             self._executor, partial(call, *args, **kwargs)
         )
@@ -583,33 +527,3 @@ def create_app(
         container.shutdown_resources()
         raise
     return LookupApp(container, lookup, max_async_workers=max_async_workers)
-
-
-@dataclass(frozen=True, slots=True)
-class AuditRevision:
-    """Where the audit database's schema is (None: empty) and the newest this version
-    knows."""
-
-    current: str | None
-    head: str
-
-    @property
-    def at_head(self) -> bool:
-        return self.current == self.head
-
-
-def _audit_schema(settings: Settings) -> AuditSchema:
-    schema: AuditSchema = Container(settings=settings).audit_schema()
-    return schema
-
-
-def upgrade_audit_database(settings: Settings, revision: str = "head") -> str | None:
-    """Migrate the configured audit database to ``revision``; returns where it is now.
-    Needs neither Milvus nor the embedder."""
-    return _audit_schema(settings).upgrade(revision)
-
-
-def audit_database_revision(settings: Settings) -> AuditRevision:
-    """The configured audit database's schema revision and the packaged head."""
-    schema = _audit_schema(settings)
-    return AuditRevision(current=schema.current(), head=schema.head())

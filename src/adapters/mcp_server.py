@@ -100,6 +100,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from lookup_knowledge.adapters.api import LookupApp, create_app
+from lookup_knowledge.adapters.api_requests import LookupRequest
 from lookup_knowledge.adapters.local_server import listening_socket
 from lookup_knowledge.adapters.mcp_wire import GuardedLines, stdin_lines
 from lookup_knowledge.application.answer_check import answer_check_json
@@ -483,13 +484,15 @@ def build_mcp_server(app: LookupApp, *, name: str = "lookup-knowledge") -> MCPSe
         )
         try:
             result = await app.alookup_result(
-                query,
-                session_id=session_id,
-                step_id=step_id,
-                tool_call_id=ctx.request_id,
-                principal=caller.principal,
-                owned_session=True,
-                input_error=bad_input,
+                LookupRequest(
+                    query,
+                    session_id=session_id,
+                    step_id=step_id,
+                    tool_call_id=ctx.request_id,
+                    principal=caller.principal,
+                    owned_session=True,
+                    input_error=bad_input,
+                )
             )
         except LookupKnowledgeError as error:
             return _error_result(error)

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 
 from lookup_knowledge.adapters.api import LookupApp
+from lookup_knowledge.adapters.api_requests import LookupRequest as LookupCall
 from lookup_knowledge.adapters.http.auth import Caller, Role, TokenGuard
 from lookup_knowledge.adapters.http.schemas import (
     Check,
@@ -130,14 +131,16 @@ def rest_router(
                 raise HTTPException(403, NOT_YOURS_TO_NAME)
             principal = body.principal.principal()
         return await lookup_app.alookup(
-            body.query,
-            session_id=body.session_id,
-            step_id=body.step_id,
-            mode=body.mode,
-            category=body.category,
-            tool_call_id=body.tool_call_id,
-            principal=principal,
-            owned_session=True,
+            LookupCall(
+                body.query,
+                session_id=body.session_id,
+                step_id=body.step_id,
+                mode=body.mode,
+                category=body.category,
+                tool_call_id=body.tool_call_id,
+                principal=principal,
+                owned_session=True,
+            )
         )
 
     @router.post("/v1/verify", tags=["agent"])
