@@ -112,12 +112,16 @@ def rest_router(
             )
         return caller
 
+    router = APIRouter(responses=ERRORS)
     # A default, not an Annotated alias: the annotations are strings (PEP 563) that
     # FastAPI resolves in this module's globals, where a local alias is not.
-    as_agent = Depends(agent_caller)
-    auditor = [Depends(guard.dependency(Role.AUDITOR))]
-    router = APIRouter(responses=ERRORS)
+    _agent_routes(router, lookup_app, Depends(agent_caller))
+    _audit_routes(router, lookup_app, [Depends(guard.dependency(Role.AUDITOR))])
+    _probe_routes(router, lookup_app, readiness_timeout_s)
+    return router
 
+
+def _agent_routes(router: APIRouter, lookup_app: LookupApp, as_agent: Any) -> None:
     @router.post("/v1/lookup", tags=["agent"])
     async def lookup(body: LookupRequest, caller: Caller = as_agent) -> dict[str, Any]:
         """Run ``lookup_knowledge(query)``: the tool JSON the agent receives. The call is
@@ -169,6 +173,8 @@ def rest_router(
         )
         return answer_check_json(check)
 
+
+def _audit_routes(router: APIRouter, lookup_app: LookupApp, auditor: Any) -> None:
     @router.get("/v1/invocations", dependencies=auditor, tags=["audit"])
     def invocations(
         session: Annotated[Text | None, Query(min_length=1, max_length=MAX_ID_CHARS)] = None,
@@ -235,6 +241,10 @@ def rest_router(
         """Quality over a time range: rates, mean quality, latency percentiles."""
         return StatsOut.of(lookup_app.audit.quality_summary(time_range(since, until), top))
 
+
+def _probe_routes(
+    router: APIRouter, lookup_app: LookupApp, readiness_timeout_s: float | None
+) -> None:
     @router.get("/healthz", tags=["probes"])
     def healthz() -> Health:
         """The process is up (no dependency is asked)."""
@@ -245,8 +255,6 @@ def rest_router(
         """The knowledge search and the audit store answer; the spool backlog. Each
         check is bounded by ``server.readiness-timeout-s``."""
         return readiness(lookup_app, readiness_timeout_s)
-
-    return router
 
 
 def readiness(lookup_app: LookupApp, timeout_s: float | None = None) -> Any:
