@@ -75,7 +75,8 @@ def test_a_trace_stored_without_keys_or_with_wrong_types_reads_as_defaults() -> 
 
 def test_a_trace_reads_as_a_mapping_of_its_wire_form() -> None:
     assert TRACE["passes"] == TRACE.to_wire()["passes"]
-    assert "reranker" in TRACE and "reranker" not in RetrievalTrace(mode="dense")
+    assert "reranker" in TRACE
+    assert "reranker" not in RetrievalTrace(mode="dense")
     assert dict(TRACE) == TRACE.to_wire()
 
 
