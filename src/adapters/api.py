@@ -16,33 +16,39 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, Unpack
 
+from lookup_knowledge.adapters.api_requests import (
+    IngestFields,
+    IngestPaths,
+    IngestRequest,
+    LookupFields,
+    LookupRequest,
+    ingest_request,
+    lookup_request,
+)
+from lookup_knowledge.adapters.call_gate import CallGate
 from lookup_knowledge.adapters.config import Settings, load_settings
 from lookup_knowledge.adapters.container import Container
+from lookup_knowledge.adapters.warm_up import warm_up
 from lookup_knowledge.application.answer_check import CheckAnswer, OwnedView
 from lookup_knowledge.application.health import Health
 from lookup_knowledge.application.ingest import IngestProgress, IngestReport
-from lookup_knowledge.application.lookup import LookupKnowledge, LookupOptions, LookupResult
+from lookup_knowledge.application.lookup import LookupKnowledge, LookupResult
 from lookup_knowledge.application.lookup.query import check_id
 from lookup_knowledge.application.ports import (
     AnswerCheck,
     AnswerCheckStore,
     AnswerFormat,
     AuditQueries,
-    AuditSchema,
     CitationReport,
     CurrentChunkText,
     DocumentSource,
-    Embedder,
-    KnowledgeSearchPort,
     ToolInvocationRecorder,
     check_session_id,
     normalise_cited,
@@ -50,23 +56,15 @@ from lookup_knowledge.application.ports import (
 from lookup_knowledge.application.ports.trail import AuditTrail
 from lookup_knowledge.application.session_owner import CallerScope, SessionOwners
 from lookup_knowledge.application.tool import anthropic_tool_schema, openai_tool_schema
-from lookup_knowledge.domain.access import DocumentAccess, Principal
-from lookup_knowledge.domain.errors import AccessDenied, InvalidInputError, LookupKnowledgeError
-from lookup_knowledge.domain.model import SearchMode
+from lookup_knowledge.domain.access import Principal
+from lookup_knowledge.domain.errors import AccessDenied
 
 if TYPE_CHECKING:
     from lookup_knowledge.application.evaluation import Replay, RunEval
 
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
 _LOG = logging.getLogger(__name__)
-
-
-def _warm(what: str, open_it: Callable[[], object]) -> None:
-    try:
-        open_it()
-    except Exception as error:  # noqa: BLE001 - a warm-up never fails the caller or its thread
-        # The lookup (or health()) meets it again and reports it where the caller looks.
-        _LOG.info("warm-up: the %s could not be opened (%s)", what, error)
 
 
 class LookupApp:
@@ -82,15 +80,13 @@ class LookupApp:
         self._container = container
         self._settings: Settings = container.settings()
         self._lock = threading.Lock()
-        self._idle = threading.Condition(self._lock)
-        self._in_flight = 0
+        self._gate = CallGate("LookupApp")
         # None: built by the first lookup (``create_app(eager=False)``).
         self._lookup = lookup
         self._lookup_lock = threading.Lock()
         self._executor = ThreadPoolExecutor(
             max_workers=max_async_workers, thread_name_prefix="lookup-knowledge"
         )
-        self._closed = False
         self._owners: SessionOwners | None = None
 
     # ------------------------------------------------------------------ properties
@@ -128,91 +124,30 @@ class LookupApp:
 
     # ------------------------------------------------------------------ lookup
 
-    @contextmanager
-    def _call(self) -> Iterator[None]:
-        """Counts a call in flight so ``close`` waits for it before closing the recorder
-        (a lookup whose evidence the agent saw must be recorded)."""
-        self._enter()
-        try:
-            yield
-        finally:
-            self._leave()
-
-    def _enter(self) -> None:
-        with self._lock:
-            if self._closed:
-                raise LookupKnowledgeError("this LookupApp is closed")
-            self._in_flight += 1
-
-    def _leave(self) -> None:
-        with self._lock:
-            self._in_flight -= 1
-            if self._in_flight == 0:
-                self._idle.notify_all()
-
     def lookup_result(
-        self,
-        query: str,
-        *,
-        session_id: str,
-        step_id: str | None = None,
-        mode: SearchMode | str | None = None,
-        category: str | None = None,
-        tool_call_id: str | None = None,
-        principal: Principal | None = None,
-        owned_session: bool = False,
-        input_error: str | None = None,
+        self, query: str | LookupRequest, **fields: Unpack[LookupFields]
     ) -> LookupResult:
-        """The typed result (``.to_tool_json()`` is what the agent receives).
-
-        ``principal`` is who the lookup is for (tenant, user, groups), from the host's
-        own authentication, never from the agent; under ``access.mode=enforced`` a
-        lookup without one sees only documents marked public.
-
-        ``owned_session``: the session must be ``principal``'s own (a new one becomes
-        its own); another principal's session raises ``AccessDenied`` before anything
-        is searched (the servers ask this for agent callers). ``input_error``: the
-        caller found the call's input bad; the call is recorded as that
-        ``invalid_input`` result without searching."""
-        options = LookupOptions(
-            mode=_mode(mode),
-            category=category,
-            tool_call_id=tool_call_id,
-            principal=principal,
-            input_error=input_error,
-        )
-        with self._call():
-            if owned_session:
-                check_id("session_id", session_id, required=True)
-                if not self.session_owners.claim(session_id, principal):
+        """The typed result (``.to_tool_json()`` is what the agent receives) of a
+        ``LookupRequest``, passed whole or as the query and its fields."""
+        request = lookup_request(query, fields)
+        options = request.options()
+        with self._gate.call():
+            if request.owned_session:
+                check_id("session_id", request.session_id, required=True)
+                if not self.session_owners.claim(request.session_id, request.principal):
                     raise AccessDenied(
                         "this session id belongs to another principal; use a session id of your own"
                     )
             return self._use_case().execute(
-                query, session_id=session_id, step_id=step_id, options=options
+                request.query,
+                session_id=request.session_id,
+                step_id=request.step_id,
+                options=options,
             )
 
-    def lookup(
-        self,
-        query: str,
-        *,
-        session_id: str,
-        step_id: str | None = None,
-        mode: SearchMode | str | None = None,
-        category: str | None = None,
-        tool_call_id: str | None = None,
-        principal: Principal | None = None,
-    ) -> dict[str, Any]:
+    def lookup(self, query: str | LookupRequest, **fields: Unpack[LookupFields]) -> dict[str, Any]:
         """Run ``lookup_knowledge(query)`` and return the tool JSON (a dict)."""
-        return self.lookup_result(
-            query,
-            session_id=session_id,
-            step_id=step_id,
-            mode=mode,
-            category=category,
-            tool_call_id=tool_call_id,
-            principal=principal,
-        ).to_tool_json()
+        return self.lookup_result(query, **fields).to_tool_json()
 
     def _use_case(self) -> LookupKnowledge:
         lookup = self._lookup
@@ -224,93 +159,35 @@ class LookupApp:
         return lookup
 
     async def alookup_result(
-        self,
-        query: str,
-        *,
-        session_id: str,
-        step_id: str | None = None,
-        mode: SearchMode | str | None = None,
-        category: str | None = None,
-        tool_call_id: str | None = None,
-        principal: Principal | None = None,
-        owned_session: bool = False,
-        input_error: str | None = None,
+        self, query: str | LookupRequest, **fields: Unpack[LookupFields]
     ) -> LookupResult:
         """``lookup_result`` for asyncio hosts: runs on the app's worker pool."""
-        call = partial(
-            self.lookup_result,
-            query,
-            session_id=session_id,
-            step_id=step_id,
-            mode=mode,
-            category=category,
-            tool_call_id=tool_call_id,
-            principal=principal,
-            owned_session=owned_session,
-            input_error=input_error,
-        )
-        return await self._in_pool(call)
+        return await self._off_loop(self.lookup_result, lookup_request(query, fields))
 
     async def alookup(
-        self,
-        query: str,
-        *,
-        session_id: str,
-        step_id: str | None = None,
-        mode: SearchMode | str | None = None,
-        category: str | None = None,
-        tool_call_id: str | None = None,
-        principal: Principal | None = None,
-        owned_session: bool = False,
+        self, query: str | LookupRequest, **fields: Unpack[LookupFields]
     ) -> dict[str, Any]:
         """``lookup`` for asyncio hosts: runs on the app's worker pool, not the loop."""
-        result = await self.alookup_result(
-            query,
-            session_id=session_id,
-            step_id=step_id,
-            mode=mode,
-            category=category,
-            tool_call_id=tool_call_id,
-            principal=principal,
-            owned_session=owned_session,
-        )
-        return result.to_tool_json()
+        return await self._off_loop(self.lookup, lookup_request(query, fields))
 
     # ------------------------------------------------------------------ ingest, audit
 
     def ingest(
-        self,
-        paths: Sequence[str | Path] | str | Path,
-        *,
-        category: str | None = None,
-        doc_id: str | None = None,
-        root: str | Path | None = None,
-        sync: bool = False,
-        progress: Callable[[IngestProgress], None] | None = None,
-        source_name: str | None = None,
-        dry_run: bool = False,
-        tenant: str | None = None,
-        allowed_groups: Sequence[str] = (),
-        public: bool = False,
+        self, paths: IngestPaths | IngestRequest, **fields: Unpack[IngestFields]
     ) -> IngestReport:
-        """Ingest Markdown / text / HTML files and folders; idempotent per content hash.
-
-        Every document belongs to one source (``source_name``, default: the ingest
-        root's folder name; a folder inside an ingested source joins it), whose name
-        prefixes its doc_ids. ``sync`` deletes only that source's documents that are
-        gone; a document another source owns is never replaced (``IngestConflict``).
-        ``dry_run`` writes nothing and returns the plan (``report.plan``).
-        ``tenant``, ``allowed_groups`` and ``public`` are the access metadata of every
-        document that does not set its own in front matter (see ``access.mode``)."""
+        """Run an ``IngestRequest`` (passed whole or as the paths and its fields)."""
+        request = ingest_request(paths, fields)
         source: DocumentSource = self._container.document_source(
-            paths,
-            root=root,
-            category=category,
-            doc_id=doc_id,
-            source_name=source_name,
-            access=document_access(tenant, allowed_groups, public),
+            request.paths,
+            root=request.root,
+            category=request.category,
+            doc_id=request.doc_id,
+            source_name=request.source_name,
+            access=request.access(),
         )
-        return self.ingest_source(source, sync=sync, progress=progress, dry_run=dry_run)
+        return self.ingest_source(
+            source, sync=request.sync, progress=request.progress, dry_run=request.dry_run
+        )
 
     def ingest_source(
         self,
@@ -323,7 +200,7 @@ class LookupApp:
         """Ingest documents a host already holds (any ``DocumentSource``, for example
         ``StaticDocumentSource``); ``sync`` deletes what the source no longer yields
         within its scope, of the documents it owns."""
-        with self._call():
+        with self._gate.call():
             report: IngestReport = self._container.ingest().execute(
                 source, sync=sync, progress=progress, dry_run=dry_run
             )
@@ -345,7 +222,7 @@ class LookupApp:
         ``scope``: the call is an agent's, authenticated as ``scope.principal``: a
         session that is not its own answers like an empty one (every id unknown), and
         no id is ``forbidden`` (to the agent it is unknown, like a made-up one)."""
-        with self._call():
+        with self._gate.call():
             if scope is not None and not self._owns(session_id, scope):
                 cited = normalise_cited(document_ids)
                 return CitationReport(session_id=session_id, valid=(), unknown=cited)
@@ -359,37 +236,11 @@ class LookupApp:
         return self.session_owners.owns(session_id, scope.principal)
 
     async def aingest(
-        self,
-        paths: Sequence[str | Path] | str | Path,
-        *,
-        category: str | None = None,
-        doc_id: str | None = None,
-        root: str | Path | None = None,
-        sync: bool = False,
-        progress: Callable[[IngestProgress], None] | None = None,
-        source_name: str | None = None,
-        dry_run: bool = False,
-        tenant: str | None = None,
-        allowed_groups: Sequence[str] = (),
-        public: bool = False,
+        self, paths: IngestPaths | IngestRequest, **fields: Unpack[IngestFields]
     ) -> IngestReport:
         """``ingest`` for asyncio hosts, on the app's worker pool (``progress`` is called
         from that worker thread)."""
-        call = partial(
-            self.ingest,
-            paths,
-            category=category,
-            doc_id=doc_id,
-            root=root,
-            sync=sync,
-            progress=progress,
-            source_name=source_name,
-            dry_run=dry_run,
-            tenant=tenant,
-            allowed_groups=allowed_groups,
-            public=public,
-        )
-        return await self._in_pool(call)
+        return await self._off_loop(self.ingest, ingest_request(paths, fields))
 
     async def averify_citations(
         self,
@@ -400,8 +251,9 @@ class LookupApp:
         scope: CallerScope | None = None,
     ) -> CitationReport:
         """``verify_citations`` for asyncio hosts, on the app's worker pool."""
-        call = partial(self.verify_citations, session_id, document_ids, groups=groups, scope=scope)
-        return await self._in_pool(call)
+        return await self._off_loop(
+            self.verify_citations, session_id, document_ids, groups=groups, scope=scope
+        )
 
     def warm(self, *, background: bool = False) -> None:
         """Open what the first lookup would open, so it pays neither: the embedding model
@@ -411,7 +263,7 @@ class LookupApp:
         thread (a server at startup; a lookup that comes first waits only for what it
         needs; ``close`` waits for it). What cannot be opened is logged (INFO) and left
         to the lookup, or ``health()``, to report; a closed app refuses, like every call."""
-        self._enter()
+        self._gate.enter()
         if background:
             thread = threading.Thread(
                 target=self._warm_then_leave, name="lookup-knowledge-warm", daemon=True
@@ -419,42 +271,28 @@ class LookupApp:
             try:
                 thread.start()
             except BaseException:  # no thread: nothing in flight for close to wait for
-                self._leave()
+                self._gate.leave()
                 raise
             return
         self._warm_then_leave()
 
     def _warm_then_leave(self) -> None:
-        loading = None
         try:
-            embedder: Embedder | None = self._container.embedder()
-            if embedder is not None:
-                loading = threading.Thread(
-                    target=_warm,
-                    args=("embedder", embedder.load),
-                    name="lookup-knowledge-warm",
-                    daemon=True,
-                )
-                loading.start()
-            if self._settings.embedded_search:
-                search: KnowledgeSearchPort = self._container.search()
-                _warm("knowledge search", search.check)
+            warm_up(self._container, embedded_search=self._settings.embedded_search)
         finally:
-            if loading is not None:
-                loading.join()
-            self._leave()
+            self._gate.leave()
 
     def health(self, timeout_s: float | None = None) -> Health:
-        """Live check of the knowledge search, the audit store and the spool (a readiness
+        """Live check of the knowledge search, the audit store and the journal (a readiness
         probe): ``ok`` is false when lookups cannot be answered or recorded now.
         ``timeout_s``: each check's bound; one that has not answered by then is reported
         failing (``/readyz`` passes ``server.readiness-timeout-s``)."""
-        with self._call():
+        with self._gate.call():
             health: Health = self._container.health().execute(timeout_s)
         return health
 
     async def ahealth(self, timeout_s: float | None = None) -> Health:
-        return await self._in_pool(partial(self.health, timeout_s))
+        return await self._off_loop(self.health, timeout_s)
 
     def evidence_text(
         self, document_ids: Sequence[str], *, tenant: str | None = None
@@ -467,7 +305,7 @@ class LookupApp:
         keys = list(dict.fromkeys(document_ids))
         if not keys:
             return {}
-        with self._call():
+        with self._gate.call():
             chunk_text: CurrentChunkText = self._container.chunk_text()
             return chunk_text.fetch_content(keys, tenant)
 
@@ -490,7 +328,7 @@ class LookupApp:
         checked as an empty one and the check is not recorded; reasons name only its own
         sessions; no ``forbidden``."""
         fmt = answer_format or (AnswerFormat.TEXT if isinstance(answer, str) else "anthropic")
-        with self._call():
+        with self._gate.call():
             view = None
             if scope is not None:
                 owners = self.session_owners
@@ -522,7 +360,7 @@ class LookupApp:
         new, empty session ``new_session_id``. Another principal's session is never
         read, named or written to."""
         fmt = answer_format or (AnswerFormat.TEXT if isinstance(answer, str) else "anthropic")
-        with self._call():
+        with self._gate.call():
             owners = self.session_owners
             use_case: CheckAnswer = self._container.check_answer()
             sessions = use_case.sessions_cited(
@@ -553,7 +391,7 @@ class LookupApp:
         scope: CallerScope | None = None,
     ) -> AnswerCheck:
         """``check_answer_of_calls`` for asyncio hosts: runs on the app's worker pool."""
-        call = partial(
+        return await self._off_loop(
             self.check_answer_of_calls,
             answer,
             session_prefix=session_prefix,
@@ -561,7 +399,6 @@ class LookupApp:
             principal=principal,
             scope=scope,
         )
-        return await self._in_pool(call)
 
     async def acheck_answer(
         self,
@@ -574,7 +411,7 @@ class LookupApp:
         scope: CallerScope | None = None,
     ) -> AnswerCheck:
         """``check_answer`` for asyncio hosts: runs on the app's worker pool."""
-        call = partial(
+        return await self._off_loop(
             self.check_answer,
             session_id,
             answer,
@@ -583,7 +420,6 @@ class LookupApp:
             persist=persist,
             scope=scope,
         )
-        return await self._in_pool(call)
 
     @property
     def audit_trail(self) -> AuditTrail:
@@ -598,7 +434,7 @@ class LookupApp:
         return store
 
     def flush(self, session_id: str | None = None, timeout_s: float = 10.0) -> bool:
-        """Wait until spooled audit records (of a session) are in the database."""
+        """Wait until journalled audit records (of a session) are in the database."""
         return self.recorder.flush(session_id, timeout_s)
 
     # ------------------------------------------------------------------ eval, replay
@@ -608,13 +444,13 @@ class LookupApp:
         (``measures``: default ``MEASURES``; imported here: a lookup never needs it)."""
         from lookup_knowledge.application.evaluation import MEASURES
 
-        self._check_open()
+        self._gate.check_open()
         runner: RunEval = self._container.run_eval(measures=measures or MEASURES)
         return runner
 
     def replayer(self) -> Replay:
         """Replay of logged queries under another configuration, on this app."""
-        self._check_open()
+        self._gate.check_open()
         replay: Replay = self._container.replay()
         return replay
 
@@ -622,22 +458,15 @@ class LookupApp:
         """Make everything written to the knowledge store searchable at full speed
         (Milvus: flush). Ingest seals what it writes; a collection left by an
         interrupted run may not be sealed."""
-        with self._call():
+        with self._gate.call():
             self._container.store().seal()
 
     # ------------------------------------------------------------------ lifecycle
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise LookupKnowledgeError("this LookupApp is closed")
-
     def close(self, timeout_s: float = 60.0) -> None:
         """Refuse new calls, wait for those in flight, then close every resource."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            self._idle.wait_for(lambda: self._in_flight == 0, timeout=timeout_s)
+        if not self._gate.close(timeout_s):
+            return
         self._executor.shutdown(wait=True)
         self._container.shutdown_resources()
 
@@ -656,9 +485,14 @@ class LookupApp:
     ) -> None:
         await self.aclose()
 
-    def _in_pool(self, call: Callable[[], _T]) -> Awaitable[_T]:
-        self._check_open()
-        return asyncio.get_running_loop().run_in_executor(self._executor, call)
+    def _off_loop(
+        self, call: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs
+    ) -> Awaitable[_T]:
+        """``call(*args, **kwargs)`` on the app's worker pool: every ``a*`` method."""
+        self._gate.check_open()
+        return asyncio.get_running_loop().run_in_executor(
+            self._executor, partial(call, *args, **kwargs)
+        )
 
     def __enter__(self) -> LookupApp:
         return self
@@ -670,32 +504,6 @@ class LookupApp:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-def document_access(
-    tenant: str | None, allowed_groups: Sequence[str] = (), public: bool = False
-) -> DocumentAccess:
-    """The access metadata of ingest arguments (validated: ``InvalidInputError``)."""
-    if isinstance(allowed_groups, str):
-        raise InvalidInputError("allowed_groups must be a list of group names, not one string")
-    if not isinstance(public, bool):
-        raise InvalidInputError(f"public must be True or False, not {public!r}")
-    return DocumentAccess(tenant or "", frozenset(allowed_groups), public)
-
-
-def _mode(mode: SearchMode | str | None) -> SearchMode | None:
-    if mode is None or isinstance(mode, SearchMode):
-        return mode
-    if not isinstance(mode, str):
-        raise InvalidInputError(
-            f"mode must be one of {', '.join(m.value for m in SearchMode)}; got {mode!r}"
-        )
-    try:
-        return SearchMode(mode.lower())
-    except ValueError:
-        raise InvalidInputError(
-            f"unknown search mode {mode!r}; use one of: " + ", ".join(m.value for m in SearchMode)
-        ) from None
 
 
 def create_app(
@@ -731,33 +539,3 @@ def create_app(
         container.shutdown_resources()
         raise
     return LookupApp(container, lookup, max_async_workers=max_async_workers)
-
-
-@dataclass(frozen=True, slots=True)
-class AuditRevision:
-    """Where the audit database's schema is (None: empty) and the newest this version
-    knows."""
-
-    current: str | None
-    head: str
-
-    @property
-    def at_head(self) -> bool:
-        return self.current == self.head
-
-
-def _audit_schema(settings: Settings) -> AuditSchema:
-    schema: AuditSchema = Container(settings=settings).audit_schema()
-    return schema
-
-
-def upgrade_audit_database(settings: Settings, revision: str = "head") -> str | None:
-    """Migrate the configured audit database to ``revision``; returns where it is now.
-    Needs neither Milvus nor the embedder."""
-    return _audit_schema(settings).upgrade(revision)
-
-
-def audit_database_revision(settings: Settings) -> AuditRevision:
-    """The configured audit database's schema revision and the packaged head."""
-    schema = _audit_schema(settings)
-    return AuditRevision(current=schema.current(), head=schema.head())

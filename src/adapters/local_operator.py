@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from lookup_knowledge.adapters.api import LookupApp
+from lookup_knowledge.adapters.api_requests import IngestRequest, LookupRequest
 from lookup_knowledge.adapters.local_server import LOCAL_PREFIX, RunningServer
 from lookup_knowledge.domain.access import Principal
 from lookup_knowledge.domain.errors import (
@@ -152,13 +153,15 @@ class LocalOperator:
         )
 
         result = await self._lookup_app.alookup_result(
-            body["query"],
-            session_id=body.get("session_id") or "cli",
-            step_id=body.get("step_id"),
-            mode=body.get("mode"),
-            category=body.get("category"),
-            tool_call_id=body.get("tool_call_id"),
-            principal=_principal(body.get("principal")),
+            LookupRequest(
+                body["query"],
+                session_id=body.get("session_id") or "cli",
+                step_id=body.get("step_id"),
+                mode=body.get("mode"),
+                category=body.get("category"),
+                tool_call_id=body.get("tool_call_id"),
+                principal=_principal(body.get("principal")),
+            )
         )
         out: dict[str, Any] = {
             "toolJson": result.to_tool_json(),
@@ -181,16 +184,18 @@ class LocalOperator:
         if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
             raise InvalidInputError("paths must be a list of absolute paths")
         report = await self._lookup_app.aingest(
-            paths,
-            category=body.get("category"),
-            root=body.get("root"),
-            doc_id=body.get("doc_id"),
-            sync=bool(body.get("sync", False)),
-            source_name=body.get("source_name"),
-            dry_run=bool(body.get("dry_run", False)),
-            tenant=body.get("tenant"),
-            allowed_groups=list(body.get("allowed_groups") or ()),
-            public=bool(body.get("public", False)),
+            IngestRequest(
+                paths,
+                category=body.get("category"),
+                root=body.get("root"),
+                doc_id=body.get("doc_id"),
+                sync=bool(body.get("sync", False)),
+                source_name=body.get("source_name"),
+                dry_run=bool(body.get("dry_run", False)),
+                tenant=body.get("tenant"),
+                allowed_groups=list(body.get("allowed_groups") or ()),
+                public=bool(body.get("public", False)),
+            )
         )
         return report.as_dict()
 

@@ -17,7 +17,7 @@ db_app = command_group(help="Audit database schema (Alembic migrations).")
 def db_upgrade(revision: Annotated[str, typer.Argument()] = "head") -> None:
     """Upgrade the audit database schema (creates it when empty)."""
     import_container_lightly()
-    from lookup_knowledge.adapters.api import upgrade_audit_database
+    from lookup_knowledge.adapters.audit_revision import upgrade_audit_database
 
     now = upgrade_audit_database(load().settings, revision)
     console().print(f"audit database at revision {now}")
@@ -27,7 +27,7 @@ def db_upgrade(revision: Annotated[str, typer.Argument()] = "head") -> None:
 def db_current() -> None:
     """Show the audit database's schema revision and the newest one this version knows."""
     import_container_lightly()
-    from lookup_knowledge.adapters.api import audit_database_revision
+    from lookup_knowledge.adapters.audit_revision import audit_database_revision
 
     revision = audit_database_revision(load().settings)
     console().print(f"current: {revision.current or '(empty database)'}  head: {revision.head}")

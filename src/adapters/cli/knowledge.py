@@ -3,6 +3,7 @@ and ask it as an agent would."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -31,25 +32,13 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from lookup_knowledge.adapters.api import LookupApp
+    from lookup_knowledge.adapters.api_requests import IngestPaths, IngestRequest, LookupRequest
     from lookup_knowledge.adapters.local_server import RunningServer
     from lookup_knowledge.application.ingest import IngestProgress, IngestReport
     from lookup_knowledge.application.lookup import LookupResult
 
 
-def run_ingest(
-    lookup_app: LookupApp,
-    paths: Sequence[Path],
-    *,
-    category: str | None = None,
-    root: Path | None = None,
-    doc_id: str | None = None,
-    sync: bool = False,
-    source_name: str | None = None,
-    dry_run: bool = False,
-    tenant: str | None = None,
-    allowed_groups: Sequence[str] = (),
-    public: bool = False,
-) -> IngestReport:
+def run_ingest(lookup_app: LookupApp, request: IngestRequest) -> IngestReport:
     """``LookupApp.ingest`` with a progress bar on stderr (gone when it is done)."""
     with Progress(
         TextColumn("[bold]{task.description}"),
@@ -73,19 +62,7 @@ def run_ingest(
                 current=literal(excerpt(event.current, 50)),
             )
 
-        return lookup_app.ingest(
-            paths,
-            category=category,
-            root=root,
-            doc_id=doc_id,
-            sync=sync,
-            progress=on_progress,
-            source_name=source_name,
-            dry_run=dry_run,
-            tenant=tenant,
-            allowed_groups=allowed_groups,
-            public=public,
-        )
+        return lookup_app.ingest(request, progress=on_progress)
 
 
 def _path_argument(help_text: str) -> Any:
@@ -93,90 +70,88 @@ def _path_argument(help_text: str) -> Any:
     return typer.Argument(help=help_text, exists=True)
 
 
+RootOption = Annotated[
+    Path | None,
+    typer.Option(
+        help="Folder doc_ids are relative to (default: each PATH).", exists=True, file_okay=False
+    ),
+]
+SyncOption = Annotated[
+    bool, typer.Option("--sync", help="Delete documents that disappeared from PATHs.")
+]
+SourceNameOption = Annotated[
+    str | None,
+    typer.Option(help="The ingest source (doc_id namespace); default: the folder's name."),
+]
+DryRunOption = Annotated[
+    bool,
+    typer.Option("--dry-run", help="List what would be added, updated, deleted; write nothing."),
+]
+DocumentTenantOption = Annotated[
+    str | None,
+    typer.Option(help="Tenant of every document without its own (front matter 'tenant')."),
+]
+AllowedGroupOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allowed-group",
+        help="A group that may see the documents (repeat; front matter 'allowed_groups').",
+    ),
+]
+PublicOption = Annotated[
+    bool, typer.Option("--public", help="Every lookup may see the documents (access.mode).")
+]
+JsonReportOption = Annotated[bool, typer.Option("--json", help="Print the report as JSON.")]
+
+
 def ingest(
     paths: Annotated[list[Path], _path_argument("Files or folders to ingest.")],
     category: Annotated[str | None, typer.Option(help="Category for every document.")] = None,
-    root: Annotated[
-        Path | None,
-        typer.Option(
-            help="Folder doc_ids are relative to (default: each PATH).",
-            exists=True,
-            file_okay=False,
-        ),
-    ] = None,
+    root: RootOption = None,
     doc_id: Annotated[str | None, typer.Option(help="doc_id for a single file.")] = None,
-    sync: Annotated[
-        bool, typer.Option("--sync", help="Delete documents that disappeared from PATHs.")
-    ] = False,
-    source_name: Annotated[
-        str | None,
-        typer.Option(help="The ingest source (doc_id namespace); default: the folder's name."),
-    ] = None,
-    dry_run: Annotated[
-        bool,
-        typer.Option(
-            "--dry-run", help="List what would be added, updated, deleted; write nothing."
-        ),
-    ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
-    tenant: Annotated[
-        str | None,
-        typer.Option(help="Tenant of every document without its own (front matter 'tenant')."),
-    ] = None,
-    allowed_group: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--allowed-group",
-            help="A group that may see the documents (repeat; front matter 'allowed_groups').",
-        ),
-    ] = None,
-    public: Annotated[
-        bool,
-        typer.Option("--public", help="Every lookup may see the documents (access.mode)."),
-    ] = False,
+    sync: SyncOption = False,
+    source_name: SourceNameOption = None,
+    dry_run: DryRunOption = False,
+    as_json: JsonReportOption = False,
+    tenant: DocumentTenantOption = None,
+    allowed_group: AllowedGroupOption = None,
+    public: PublicOption = False,
 ) -> None:
     """Ingest Markdown, text and HTML files: chunk, embed, write to Milvus (idempotent).
 
     Exits 1 when any file failed (each listed on stderr with its reason; the others are
     ingested), 2 when a PATH does not exist.
     """
+    from lookup_knowledge.adapters.api_requests import IngestRequest
+
     if category is not None:
         category = _category(category, "--category")
     groups = list(allowed_group or ())
     _access_options(tenant, groups, public)
+    request = IngestRequest(
+        paths,
+        category=category,
+        root=root,
+        doc_id=doc_id,
+        sync=sync,
+        source_name=source_name,
+        dry_run=dry_run,
+        tenant=tenant,
+        allowed_groups=groups,
+        public=public,
+    )
     server = store_server()
     if server is not None:
-        report = _ingest_through(
-            server,
-            {
-                # The server resolves nothing against its own working directory.
-                "paths": [str(p.resolve()) for p in paths],
-                "category": category,
-                "root": None if root is None else str(root.resolve()),
-                "doc_id": doc_id,
-                "sync": sync,
-                "source_name": source_name,
-                "dry_run": dry_run,
-                "tenant": tenant,
-                "allowed_groups": groups,
-                "public": public,
-            },
-        )
+        report = _ingest_through(server, request)
     else:
         with open_app() as lookup_app:
-            report = run_ingest(
-                lookup_app,
-                paths,
-                category=category,
-                root=root,
-                doc_id=doc_id,
-                sync=sync,
-                source_name=source_name,
-                dry_run=dry_run,
-                tenant=tenant,
-                allowed_groups=groups,
-                public=public,
-            )
+            report = run_ingest(lookup_app, request)
+    _show_ingest(report, as_json=as_json, dry_run=dry_run)
+    if report.failures:
+        raise typer.Exit(1)
+
+
+def _show_ingest(report: IngestReport, *, as_json: bool, dry_run: bool) -> None:
     if as_json:
         print_json(report.as_dict())
     else:
@@ -195,15 +170,31 @@ def ingest(
     for failure in report.failures:
         reason = " ".join(failure.reason.split())  # a parser's complaint may span lines
         error_line(f"failed {failure.source}: {reason}")
-    if report.failures:
-        raise typer.Exit(1)
 
 
-def _ingest_through(server: RunningServer, body: dict[str, object]) -> IngestReport:
+def _ingest_through(server: RunningServer, request: IngestRequest) -> IngestReport:
     """``ingest`` run by the server that holds the Milvus Lite file (no progress bar)."""
     from lookup_knowledge.adapters.local_server import call_server
 
+    root = request.root
+    body: dict[str, object] = {
+        # The server resolves nothing against its own working directory.
+        "paths": [str(Path(p).resolve()) for p in _paths(request.paths)],
+        "category": request.category,
+        "root": None if root is None else str(Path(root).resolve()),
+        "doc_id": request.doc_id,
+        "sync": request.sync,
+        "source_name": request.source_name,
+        "dry_run": request.dry_run,
+        "tenant": request.tenant,
+        "allowed_groups": list(request.allowed_groups),
+        "public": request.public,
+    }
     return ingest_report_from_dict(call_server(server, "ingest", body))
+
+
+def _paths(paths: IngestPaths) -> Sequence[str | Path]:
+    return [paths] if isinstance(paths, str | Path) else paths
 
 
 def ingest_report_from_dict(data: dict[str, Any]) -> IngestReport:
@@ -290,34 +281,50 @@ class OutputFormat(StrEnum):
     OPENAI = "openai"
 
 
+ModeOption = Annotated[
+    SearchMode | None,
+    typer.Option(help="Search mode (default: rag.search-mode).", case_sensitive=False),
+]
+CategoryFilterOption = Annotated[
+    str | None, typer.Option(help="Only this category (a hard filter, no retry).")
+]
+FormatOption = Annotated[
+    OutputFormat,
+    typer.Option(
+        "--format",
+        help="text (a table); json (the exact tool JSON the agent receives); anthropic "
+        "(the content of a Claude tool_result); openai (a Chat Completions tool message).",
+        case_sensitive=False,
+    ),
+]
+ToolCallIdOption = Annotated[
+    str | None,
+    typer.Option(
+        help="The model's tool-call id: recorded with the call, and the id of the "
+        "openai message (default: the invocation id)."
+    ),
+]
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """What a lookup printed and exits with, wherever it ran."""
+
+    tool_json: Any
+    formatted: Any
+    error_code: str | None
+    error_message: str | None
+
+
 def lookup(
     query: Annotated[str, typer.Argument(help="What to look up.")],
     session: Annotated[str, typer.Option(help="Session id the call is recorded under.")] = "cli",
     step: Annotated[str | None, typer.Option(help="Step id within the session.")] = None,
-    mode: Annotated[
-        SearchMode | None,
-        typer.Option(help="Search mode (default: rag.search-mode).", case_sensitive=False),
-    ] = None,
-    category: Annotated[
-        str | None, typer.Option(help="Only this category (a hard filter, no retry).")
-    ] = None,
-    output: Annotated[
-        OutputFormat,
-        typer.Option(
-            "--format",
-            help="text (a table); json (the exact tool JSON the agent receives); anthropic "
-            "(the content of a Claude tool_result); openai (a Chat Completions tool message).",
-            case_sensitive=False,
-        ),
-    ] = OutputFormat.TEXT,
+    mode: ModeOption = None,
+    category: CategoryFilterOption = None,
+    output: FormatOption = OutputFormat.TEXT,
     as_json: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
-    tool_call_id: Annotated[
-        str | None,
-        typer.Option(
-            help="The model's tool-call id: recorded with the call, and the id of the "
-            "openai message (default: the invocation id)."
-        ),
-    ] = None,
+    tool_call_id: ToolCallIdOption = None,
     tenant: TenantOption = None,
     user: UserOption = None,
     group: GroupOption = None,
@@ -327,6 +334,8 @@ def lookup(
     Exits 1 when the lookup failed (status error), 2 when it failed on its input (an
     over-long query), with the reason on stderr; the call is recorded either way.
     """
+    from lookup_knowledge.adapters.api_requests import LookupRequest
+
     if as_json:
         if output not in (OutputFormat.TEXT, OutputFormat.JSON):
             raise typer.BadParameter(
@@ -338,64 +347,83 @@ def lookup(
         category = _category(category, "--category")
     if tool_call_id is not None and not tool_call_id.strip():
         raise typer.BadParameter("must not be empty or blank", param_hint="'--tool-call-id'")
-    principal = principal_options(tenant, user, list(group or ()))
+    request = LookupRequest(
+        query,
+        session_id=session,
+        step_id=step,
+        mode=mode,
+        category=category,
+        tool_call_id=tool_call_id,
+        principal=principal_options(tenant, user, list(group or ())),
+    )
     server = store_server()
     if server is not None:
-        from lookup_knowledge.adapters.local_server import call_server
-
-        answer: dict[str, Any] = call_server(
-            server,
-            "lookup",
-            {
-                "query": query,
-                "session_id": session,
-                "step_id": step,
-                "mode": None if mode is None else mode.value,
-                "category": category,
-                "tool_call_id": tool_call_id,
-                "principal": None
-                if principal is None
-                else {
-                    "tenant": principal.tenant,
-                    "user": principal.user,
-                    "groups": sorted(principal.groups),
-                },
-                "format": output.value,
-            },
-        )
-        tool_json, error_code = answer["toolJson"], answer["errorCode"]
-        error_message = answer.get("errorMessage") or answer["message"]
-        formatted = answer.get("formatted", tool_json)
+        answer = _lookup_through(server, request, output)
     else:
-        with open_app() as lookup_app:
-            if (mode or lookup_app.settings.rag.search_mode).needs_query_vector:
-                # The model loads while the Lite file opens (a sparse lookup needs no model).
-                lookup_app.warm()
-            result = lookup_app.lookup_result(
-                query,
-                session_id=session,
-                step_id=step,
-                mode=mode,
-                category=category,
-                tool_call_id=tool_call_id,
-                principal=principal,
-            )
-        tool_json, error_code = result.to_tool_json(), result.error_code
-        error_message = result.error_message
-        formatted = (
-            None if output is OutputFormat.TEXT else _formatted(result, output, tool_call_id)
-        )
-    failed = error_code is not None
+        answer = _lookup_here(request, output)
+    failed = answer.error_code is not None
     if output is OutputFormat.TEXT:
         if not failed:
-            show_lookup(console(), tool_json)
+            show_lookup(console(), answer.tool_json)
     else:
-        print_json(formatted)
+        print_json(answer.formatted)
     if failed:
         # The tool message tells an agent what to do; a person reads what went wrong.
-        error_line(f"error: Knowledge lookup failed ({error_code}): {error_message}")
+        error_line(f"error: Knowledge lookup failed ({answer.error_code}): {answer.error_message}")
         # recorded either way; a query the tool refuses is the caller's input to fix
-        raise typer.Exit(2 if error_code == InvalidInputError.code else 1)
+        raise typer.Exit(2 if answer.error_code == InvalidInputError.code else 1)
+
+
+def _lookup_through(server: RunningServer, request: LookupRequest, output: OutputFormat) -> _Answer:
+    """The lookup run by the server that holds the Milvus Lite file."""
+    from lookup_knowledge.adapters.local_server import call_server
+
+    principal = request.principal
+    mode = request.mode
+    answer: dict[str, Any] = call_server(
+        server,
+        "lookup",
+        {
+            "query": request.query,
+            "session_id": request.session_id,
+            "step_id": request.step_id,
+            "mode": mode.value if isinstance(mode, SearchMode) else mode,
+            "category": request.category,
+            "tool_call_id": request.tool_call_id,
+            "principal": None
+            if principal is None
+            else {
+                "tenant": principal.tenant,
+                "user": principal.user,
+                "groups": sorted(principal.groups),
+            },
+            "format": output.value,
+        },
+    )
+    tool_json = answer["toolJson"]
+    return _Answer(
+        tool_json=tool_json,
+        formatted=answer.get("formatted", tool_json),
+        error_code=answer["errorCode"],
+        error_message=answer.get("errorMessage") or answer["message"],
+    )
+
+
+def _lookup_here(request: LookupRequest, output: OutputFormat) -> _Answer:
+    mode = request.mode if isinstance(request.mode, SearchMode) else None
+    with open_app() as lookup_app:
+        if (mode or lookup_app.settings.rag.search_mode).needs_query_vector:
+            # The model loads while the Lite file opens (a sparse lookup needs no model).
+            lookup_app.warm()
+        result = lookup_app.lookup_result(request)
+    return _Answer(
+        tool_json=result.to_tool_json(),
+        formatted=None
+        if output is OutputFormat.TEXT
+        else _formatted(result, output, request.tool_call_id),
+        error_code=result.error_code,
+        error_message=result.error_message,
+    )
 
 
 def _formatted(result: LookupResult, output: OutputFormat, tool_call_id: str | None) -> object:
@@ -415,7 +443,7 @@ def health(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Check that lookups can be answered and recorded now: the knowledge search (Milvus),
-    the audit store and its spool. Exits 0 when all are healthy, 1 otherwise."""
+    the audit store and its journal. Exits 0 when all are healthy, 1 otherwise."""
     server = store_server()
     if server is not None:
         from lookup_knowledge.adapters.local_server import call_server

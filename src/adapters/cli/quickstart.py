@@ -36,6 +36,7 @@ def quickstart(
 ) -> None:
     """Ingest the bundled sample corpus, run lookups, show the audit rows and a citation check."""
     from lookup_knowledge.adapters.api import create_app
+    from lookup_knowledge.adapters.api_requests import IngestRequest
     from lookup_knowledge.sample_corpus import corpus_path
 
     corpus = corpus_path()
@@ -47,7 +48,9 @@ def quickstart(
         categories = sorted(
             p for p in corpus.iterdir() if p.is_dir() and not p.name.startswith("_")
         )
-        out.print(ingest_table(run_ingest(lookup_app, categories, root=corpus, sync=True)))
+        out.print(
+            ingest_table(run_ingest(lookup_app, IngestRequest(categories, root=corpus, sync=True)))
+        )
         samples = json.loads((corpus / "questions.json").read_text(encoding="utf-8"))
         session = f"quickstart-{datetime.now(UTC):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
         out.rule(f"2. lookups in session {session}")
@@ -76,11 +79,13 @@ def _ask(
     out: Console, lookup_app: LookupApp, session: str, samples: list[dict[str, str]]
 ) -> list[str]:
     """Each sample question as one step of ``session``; the document_ids returned."""
+    from lookup_knowledge.adapters.api_requests import LookupRequest
+
     returned: list[str] = []
     for step, sample in enumerate(samples, 1):
         out.print(f"\n[bold cyan]Q{step}[/] {literal(sample['query'])}")
         result = lookup_app.lookup_result(
-            sample["query"], session_id=session, step_id=f"step-{step}"
+            LookupRequest(sample["query"], session_id=session, step_id=f"step-{step}")
         )
         show_lookup(out, result.to_tool_json())
         returned += [b.document_id for b in result.evidence_blocks]

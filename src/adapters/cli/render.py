@@ -172,7 +172,9 @@ def evidence_table(result: Mapping[str, Any]) -> Table:
 
 def show_lookup(out: Console, result: Mapping[str, Any]) -> None:
     """A lookup's tool JSON for a reader: message, verdicts, trace, evidence, id."""
-    trace = result["retrievalTrace"]
+    from lookup_knowledge.application.lookup.traces import RetrievalTrace
+
+    trace = RetrievalTrace.from_wire(result["retrievalTrace"])
     # The tool JSON's message is written for the agent ("do not cite ..."): a person
     # reads what was found.
     count = len(result["evidenceBlocks"])
@@ -180,10 +182,10 @@ def show_lookup(out: Console, result: Mapping[str, Any]) -> None:
         out.print(f"[bold]{count} evidence block{'' if count == 1 else 's'} found[/]")
     else:
         out.print("[bold]No evidence found in the knowledge base for this query.[/]")
-    fallback = trace.get("fallbackReason")
+    fallback = trace.fallback_reason
     out.print(
         f"relevance: {result['relevanceLevel']}  completeness: {result['completenessHint']}  "
-        f"mode: {trace.get('mode')}  filter: {literal(trace.get('filterApplied') or '-')}"
+        f"mode: {trace.mode}  filter: {literal(trace.filter_applied or '-')}"
         + (f"  fallback: {literal(fallback)}" if fallback else ""),
     )
     if result["evidenceBlocks"]:

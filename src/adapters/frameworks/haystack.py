@@ -15,6 +15,7 @@ require("frameworks", "the Haystack adapter", "haystack")
 
 from haystack import Document, component
 
+from lookup_knowledge.adapters.api_requests import LookupRequest
 from lookup_knowledge.adapters.frameworks import block_metadata
 from lookup_knowledge.application.lookup import LookupResult
 from lookup_knowledge.domain.access import Principal
@@ -48,16 +49,17 @@ class LookupKnowledgeRetriever:
         self._app = app
         self._session_id = session_id
 
-    @component.output_types(documents=list[Document], found=bool, message=str)
-    def run(self, query: str, step_id: str | None = None) -> dict[str, Any]:
-        result = self._app.lookup_result(
+    def _request(self, query: str, step_id: str | None) -> LookupRequest:
+        return LookupRequest(
             query, session_id=self._session_id, step_id=step_id, principal=self._principal
         )
+
+    @component.output_types(documents=list[Document], found=bool, message=str)
+    def run(self, query: str, step_id: str | None = None) -> dict[str, Any]:
+        result = self._app.lookup_result(self._request(query, step_id))
         return {"documents": _documents(result), "found": result.found, "message": result.message}
 
     @component.output_types(documents=list[Document], found=bool, message=str)
     async def run_async(self, query: str, step_id: str | None = None) -> dict[str, Any]:
-        result = await self._app.alookup_result(
-            query, session_id=self._session_id, step_id=step_id, principal=self._principal
-        )
+        result = await self._app.alookup_result(self._request(query, step_id))
         return {"documents": _documents(result), "found": result.found, "message": result.message}

@@ -22,6 +22,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ConfigDict, Field
 
+from lookup_knowledge.adapters.api_requests import LookupRequest
 from lookup_knowledge.adapters.frameworks import block_metadata
 from lookup_knowledge.application.lookup import LookupResult
 from lookup_knowledge.application.tool import MAX_QUERY_CHARS, TOOL_DESCRIPTION, TOOL_NAME
@@ -62,25 +63,18 @@ class LookupKnowledgeRetriever(BaseRetriever):
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun
     ) -> list[Document]:
         app: LookupApp = self.app
-        result = app.lookup_result(
-            query,
-            session_id=self.session_id,
-            step_id=_step(run_manager),
-            principal=self.principal,
-        )
-        return _documents(result)
+        return _documents(app.lookup_result(self._request(query, _step(run_manager))))
 
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
     ) -> list[Document]:
         app: LookupApp = self.app
-        result = await app.alookup_result(
-            query,
-            session_id=self.session_id,
-            step_id=_step(run_manager),
-            principal=self.principal,
+        return _documents(await app.alookup_result(self._request(query, _step(run_manager))))
+
+    def _request(self, query: str, step_id: str | None) -> LookupRequest:
+        return LookupRequest(
+            query, session_id=self.session_id, step_id=step_id, principal=self.principal
         )
-        return _documents(result)
 
 
 class _Query(BaseModel):
@@ -127,39 +121,33 @@ class LookupKnowledgeTool(BaseTool):
         finally:
             _TOOL_CALL_ID.reset(token)
 
-    def _ids(
-        self, run_manager: CallbackManagerForToolRun | AsyncCallbackManagerForToolRun | None
-    ) -> tuple[str | None, str | None]:
-        """(step_id, tool_call_id) of this run."""
+    def _request(
+        self,
+        query: str,
+        run_manager: CallbackManagerForToolRun | AsyncCallbackManagerForToolRun | None,
+    ) -> LookupRequest:
+        """The lookup of this run: step_id and tool_call_id from the tool call, or the
+        run's id as the step."""
         call_id = _TOOL_CALL_ID.get()
-        if call_id:
-            return call_id, call_id
-        return (str(run_manager.run_id) if run_manager is not None else None), None
-
-    def _run(self, query: str, run_manager: CallbackManagerForToolRun | None = None) -> str:
-        step_id, tool_call_id = self._ids(run_manager)
-        app: LookupApp = self.app
-        result = app.lookup_result(
+        step_id = call_id or (str(run_manager.run_id) if run_manager is not None else None)
+        return LookupRequest(
             query,
             session_id=self.session_id,
             step_id=step_id,
-            tool_call_id=tool_call_id,
+            tool_call_id=call_id or None,
             principal=self.principal,
         )
+
+    def _run(self, query: str, run_manager: CallbackManagerForToolRun | None = None) -> str:
+        app: LookupApp = self.app
+        result = app.lookup_result(self._request(query, run_manager))
         return json.dumps(result.to_tool_json(), ensure_ascii=False)
 
     async def _arun(
         self, query: str, run_manager: AsyncCallbackManagerForToolRun | None = None
     ) -> str:
-        step_id, tool_call_id = self._ids(run_manager)
         app: LookupApp = self.app
-        result = await app.alookup_result(
-            query,
-            session_id=self.session_id,
-            step_id=step_id,
-            tool_call_id=tool_call_id,
-            principal=self.principal,
-        )
+        result = await app.alookup_result(self._request(query, run_manager))
         return json.dumps(result.to_tool_json(), ensure_ascii=False)
 
 

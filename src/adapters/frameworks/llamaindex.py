@@ -15,6 +15,7 @@ from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index.core.tools import FunctionTool
 
+from lookup_knowledge.adapters.api_requests import LookupRequest
 from lookup_knowledge.adapters.frameworks import AUDIT_KEYS, block_metadata
 from lookup_knowledge.application.lookup import LookupResult
 from lookup_knowledge.application.tool import TOOL_DESCRIPTION, TOOL_NAME
@@ -62,23 +63,19 @@ class LookupKnowledgeRetriever(BaseRetriever):
         step, self.next_step_id = self.next_step_id, None
         return step or f"step-{next(self._steps)}"
 
-    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        result = self._app.lookup_result(
+    def _request(self, query_bundle: QueryBundle) -> LookupRequest:
+        return LookupRequest(
             query_bundle.query_str,
             session_id=self._session_id,
             step_id=self._step(),
             principal=self._principal,
         )
-        return _nodes(result)
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return _nodes(self._app.lookup_result(self._request(query_bundle)))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        result = await self._app.alookup_result(
-            query_bundle.query_str,
-            session_id=self._session_id,
-            step_id=self._step(),
-            principal=self._principal,
-        )
-        return _nodes(result)
+        return _nodes(await self._app.alookup_result(self._request(query_bundle)))
 
 
 def lookup_knowledge_tool(
@@ -87,18 +84,18 @@ def lookup_knowledge_tool(
     """``lookup_knowledge(query)`` as a LlamaIndex ``FunctionTool`` returning the tool JSON."""
     steps = itertools.count(1)
 
+    def request(query: str) -> LookupRequest:
+        step_id = f"tool-{next(steps)}"
+        return LookupRequest(query, session_id=session_id, step_id=step_id, principal=principal)
+
     def lookup_knowledge(query: str) -> str:
         """Search the knowledge base for evidence."""
-        result = app.lookup_result(
-            query, session_id=session_id, step_id=f"tool-{next(steps)}", principal=principal
-        )
+        result = app.lookup_result(request(query))
         return json.dumps(result.to_tool_json(), ensure_ascii=False)
 
     async def alookup_knowledge(query: str) -> str:
         """Search the knowledge base for evidence."""
-        result = await app.alookup_result(
-            query, session_id=session_id, step_id=f"tool-{next(steps)}", principal=principal
-        )
+        result = await app.alookup_result(request(query))
         return json.dumps(result.to_tool_json(), ensure_ascii=False)
 
     return FunctionTool.from_defaults(

@@ -4,6 +4,7 @@ rerank adjustments, and links to the previous and next invocation of the session
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import Request
@@ -13,6 +14,7 @@ from lookup_knowledge.adapters.api import LookupApp
 from lookup_knowledge.adapters.http.console_context import console_of, render_page
 from lookup_knowledge.adapters.http.evidence import recover_shown_text
 from lookup_knowledge.adapters.http.render import pathpart
+from lookup_knowledge.application.lookup.traces import RerankTrace, RetrievalTrace
 from lookup_knowledge.application.ports import (
     AuditQueries,
     InvocationDetail,
@@ -30,8 +32,7 @@ def invocation(request: Request, invocation_id: str) -> Response:
     def build() -> str:
         detail = console.audit().get_invocation(invocation_id)
         details = dict(detail.retrieval_details)
-        trace = details.get("retrievalTrace")
-        trace = trace if isinstance(trace, dict) else {}
+        trace = RetrievalTrace.from_wire(details.get("retrievalTrace"))
         previous, following = neighbours(console.audit(), detail.summary)
         return render_page(
             "invocation.html",
@@ -40,10 +41,10 @@ def invocation(request: Request, invocation_id: str) -> Response:
             session_path=pathpart(detail.summary.session_id),
             blocks=_blocks(console.lookup_app, detail, details),
             trace=trace,
-            passes=_dicts(trace.get("passes")),
-            counts=_pairs(trace.get("counts")),
-            timings=_pairs(trace.get("timingsMs")),
-            hints=trace.get("queryHints") if isinstance(trace.get("queryHints"), dict) else {},
+            passes=trace.passes,
+            counts=list(trace.counts.items()),
+            timings=list(trace.timings_ms.items()),
+            hints=trace.query_hints,
             rerank=_dicts(details.get("rerankTrace")),
             near=near_misses(detail, trace, _dicts(details.get("rerankTrace"))),
             previous=previous,
@@ -73,29 +74,26 @@ def neighbours(
 
 
 def near_misses(
-    detail: InvocationDetail, trace: dict[str, Any], rerank: list[dict[str, Any]]
+    detail: InvocationDetail, trace: RetrievalTrace, rerank: list[dict[str, Any]]
 ) -> dict[str, Any] | None:
     """What came close on a call that showed nothing, as the trace records it: hits per
     pass and how many were usable, those under ``minRelevance``, the hits dropped (and
     why) and the candidates ranked but not returned."""
     if detail.summary.status != "no_evidence":
         return None
-    counts: dict[str, Any] = trace["counts"] if isinstance(trace.get("counts"), dict) else {}
-    passes = _dicts(trace.get("passes"))
+    passes = trace.passes
     return {
         "hits": sum(p.get("hits") or 0 for p in passes if isinstance(p.get("hits"), int)),
         "passes": len(passes),
-        "below": counts.get("belowMinRelevance", _unusable(passes)),
-        "min_relevance": trace.get("minRelevance"),
-        "dropped": _dicts(trace.get("dropped")),
-        "vanished": [v for v in trace.get("vanished") or [] if isinstance(v, str)]
-        if isinstance(trace.get("vanished"), list)
-        else [],
-        "candidates": [r for r in rerank if r.get("outcome") != "returned"],
+        "below": trace.counts.get("belowMinRelevance", _unusable(passes)),
+        "min_relevance": trace.min_relevance,
+        "dropped": trace.dropped,
+        "vanished": trace.vanished,
+        "candidates": [r for r in rerank if RerankTrace.from_wire(r).outcome != "returned"],
     }
 
 
-def _unusable(passes: list[dict[str, Any]]) -> int | None:
+def _unusable(passes: Sequence[Mapping[str, Any]]) -> int | None:
     """Hits no pass could use and did not drop: those under the minimum relevance (the
     trace counts them itself only when post-processing ran)."""
     counted = [
@@ -146,7 +144,3 @@ def _current_texts(lookup_app: LookupApp, detail: InvocationDetail) -> dict[int,
 
 def _dicts(value: Any) -> list[dict[str, Any]]:
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
-
-
-def _pairs(value: Any) -> list[tuple[str, Any]]:
-    return [(str(k), v) for k, v in value.items()] if isinstance(value, dict) else []

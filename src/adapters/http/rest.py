@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 
 from lookup_knowledge.adapters.api import LookupApp
+from lookup_knowledge.adapters.api_requests import LookupRequest as LookupCall
 from lookup_knowledge.adapters.http.auth import Caller, Role, TokenGuard
 from lookup_knowledge.adapters.http.schemas import (
     Check,
@@ -111,16 +112,20 @@ def rest_router(
             )
         return caller
 
+    router = APIRouter(responses=ERRORS)
     # A default, not an Annotated alias: the annotations are strings (PEP 563) that
     # FastAPI resolves in this module's globals, where a local alias is not.
-    as_agent = Depends(agent_caller)
-    auditor = [Depends(guard.dependency(Role.AUDITOR))]
-    router = APIRouter(responses=ERRORS)
+    _agent_routes(router, lookup_app, Depends(agent_caller))
+    _audit_routes(router, lookup_app, [Depends(guard.dependency(Role.AUDITOR))])
+    _probe_routes(router, lookup_app, readiness_timeout_s)
+    return router
 
+
+def _agent_routes(router: APIRouter, lookup_app: LookupApp, as_agent: Any) -> None:
     @router.post("/v1/lookup", tags=["agent"])
     async def lookup(body: LookupRequest, caller: Caller = as_agent) -> dict[str, Any]:
         """Run ``lookup_knowledge(query)``: the tool JSON the agent receives. The call is
-        recorded (or spooled) before the answer is sent. The principal is the token's;
+        recorded (or journalled) before the answer is sent. The principal is the token's;
         ``principal`` in the body is accepted from a trusted host only (403 otherwise).
         A session belongs to the principal that opened it: naming another principal's
         session is refused (403)."""
@@ -130,14 +135,16 @@ def rest_router(
                 raise HTTPException(403, NOT_YOURS_TO_NAME)
             principal = body.principal.principal()
         return await lookup_app.alookup(
-            body.query,
-            session_id=body.session_id,
-            step_id=body.step_id,
-            mode=body.mode,
-            category=body.category,
-            tool_call_id=body.tool_call_id,
-            principal=principal,
-            owned_session=True,
+            LookupCall(
+                body.query,
+                session_id=body.session_id,
+                step_id=body.step_id,
+                mode=body.mode,
+                category=body.category,
+                tool_call_id=body.tool_call_id,
+                principal=principal,
+                owned_session=True,
+            )
         )
 
     @router.post("/v1/verify", tags=["agent"])
@@ -166,6 +173,8 @@ def rest_router(
         )
         return answer_check_json(check)
 
+
+def _audit_routes(router: APIRouter, lookup_app: LookupApp, auditor: Any) -> None:
     @router.get("/v1/invocations", dependencies=auditor, tags=["audit"])
     def invocations(
         session: Annotated[Text | None, Query(min_length=1, max_length=MAX_ID_CHARS)] = None,
@@ -232,6 +241,10 @@ def rest_router(
         """Quality over a time range: rates, mean quality, latency percentiles."""
         return StatsOut.of(lookup_app.audit.quality_summary(time_range(since, until), top))
 
+
+def _probe_routes(
+    router: APIRouter, lookup_app: LookupApp, readiness_timeout_s: float | None
+) -> None:
     @router.get("/healthz", tags=["probes"])
     def healthz() -> Health:
         """The process is up (no dependency is asked)."""
@@ -239,11 +252,9 @@ def rest_router(
 
     @router.get("/readyz", tags=["probes"], responses={503: {"model": Readiness}})
     def readyz() -> Any:
-        """The knowledge search and the audit store answer; the spool backlog. Each
+        """The knowledge search and the audit store answer; the journal backlog. Each
         check is bounded by ``server.readiness-timeout-s``."""
         return readiness(lookup_app, readiness_timeout_s)
-
-    return router
 
 
 def readiness(lookup_app: LookupApp, timeout_s: float | None = None) -> Any:

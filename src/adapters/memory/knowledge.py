@@ -8,11 +8,10 @@ semantics where they show through the port:
 - SPARSE: Okapi BM25 (k1=1.2, b=0.75) over the analysed title, breadcrumb and text
   (the same ``TextAnalyzer`` as Milvus' ``bm25_text``, applied to the query too);
   documents without a query term are not hits (score kind ``bm25``, positive);
-- HYBRID: reciprocal rank fusion ``sum 1/(k + rank)`` of the dense and sparse lists
-  (score kind ``rrf``), or Milvus' ``WeightedRanker`` formula when weights are set;
-  each hit carries ``component_scores``: the raw cosine and BM25 score of the lists
-  that found it (what its evidence strength is judged by);
-- grouping: at most ``group_size`` hits for each of the first ``top_k`` documents;
+- HYBRID: the dense and the sparse list, fused by the application's ``HybridSearch``
+  (reciprocal rank fusion, or Milvus' ``WeightedRanker`` formula when weights are set);
+- grouping: native (at most ``group_size`` hits for each of the first ``top_k``
+  documents), unless built with ``grouping=False``: then ``HybridSearch`` groups;
 - the category filter is an exact string comparison;
 - access: rows are keyed by ``storage_key(tenant, evidence_key)``, documents by doc
   key, and every search and ``fetch_content`` keeps only rows the request's
@@ -32,6 +31,7 @@ from dataclasses import dataclass
 
 from lookup_knowledge.adapters.text import SnowballJiebaAnalyzer
 from lookup_knowledge.application.analysis import lexical_text
+from lookup_knowledge.application.hybrid_search import FusionSettings, HybridSearch
 from lookup_knowledge.application.ports import (
     ChunkRecord,
     EmbedderIdentity,
@@ -39,6 +39,8 @@ from lookup_knowledge.application.ports import (
     KnowledgeSearchPort,
     KnowledgeSearchRequest,
     KnowledgeStore,
+    RankedList,
+    RankedListSource,
     SearchCapabilities,
     StoredDocument,
     TextAnalyzer,
@@ -49,11 +51,6 @@ from lookup_knowledge.domain.errors import (
     SchemaMismatch,
     SearchUnavailable,
     UnsupportedSearchMode,
-)
-from lookup_knowledge.domain.fusion import (
-    check_fusion_parameters,
-    reciprocal_rank_fusion,
-    weighted_score_fusion,
 )
 from lookup_knowledge.domain.identity import extract_identity
 from lookup_knowledge.domain.model import SearchMode
@@ -77,14 +74,6 @@ class _Row:
     norm: float
 
 
-#: A ranked row: the row, the score to report and the per-list scores behind a fused one.
-_Scored = tuple[_Row, float, tuple[tuple[ScoreKind, float], ...]]
-
-
-def _plain(scored: list[tuple[_Row, float]]) -> list[_Scored]:
-    return [(row, score, ()) for row, score in scored]
-
-
 def _cosine(a: Sequence[float], b: Sequence[float], norm_b: float) -> float:
     norm_a = math.sqrt(sum(x * x for x in a))
     if norm_a == 0.0 or norm_b == 0.0:
@@ -92,7 +81,7 @@ def _cosine(a: Sequence[float], b: Sequence[float], norm_b: float) -> float:
     return sum(x * y for x, y in zip(a, b, strict=True)) / (norm_a * norm_b)
 
 
-class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore):
+class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore, RankedListSource):
     def __init__(
         self,
         *,
@@ -104,10 +93,8 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore):
         bm25_b: float = 0.75,
         analyzer: TextAnalyzer | None = None,
     ) -> None:
-        check_fusion_parameters(rrf_k, hybrid_weights)
+        self._fusing = HybridSearch(self, FusionSettings(rrf_k=rrf_k, weights=hybrid_weights))
         self._text = analyzer if analyzer is not None else SnowballJiebaAnalyzer()
-        self._rrf_k = rrf_k
-        self._weights = hybrid_weights
         self._modes = frozenset(modes) if modes is not None else _ALL_MODES
         self._grouping = grouping
         self._k1 = bm25_k1
@@ -246,12 +233,22 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore):
     def search(self, request: KnowledgeSearchRequest) -> list[KnowledgeSearchHit]:
         with self._lock:
             self._check_open()
+            return self._fusing.search(request)
+
+    def native_grouping(self) -> bool:
+        return self._grouping
+
+    def ranked_lists(
+        self, request: KnowledgeSearchRequest, *, limit: int, group_size: int | None
+    ) -> tuple[RankedList, ...]:
+        with self._lock:
+            self._check_open()
             mode = request.mode
             if mode not in self._available_modes():
                 raise UnsupportedSearchMode(
                     f"{mode.value} search is not enabled on this in-memory knowledge base"
                 )
-            if request.group_size is not None and not self._grouping:
+            if group_size is not None and not self._grouping:
                 raise UnsupportedSearchMode("grouping is not enabled on this knowledge base")
             rows = [
                 r
@@ -267,29 +264,21 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore):
                         f"the query vector has {len(request.query_vector)} dimensions; the "
                         f"knowledge base holds {self._dimension}-dim vectors"
                     )
-            per_list = request.top_k * (request.group_size or 1)
             calibration = HitCalibration(
                 bm25_reference=self._bm25_reference(request.query_text)
                 if mode is not SearchMode.DENSE
                 else None,
                 dense_background=self._dense_background() if mode.needs_query_vector else None,
             )
-            if mode is SearchMode.DENSE:
-                scored = _plain(self._dense(rows, request.query_vector or ()))
-                kind = ScoreKind.COSINE
-            elif mode is SearchMode.SPARSE:
-                scored = _plain(self._bm25(rows, request.query_text))
-                kind = ScoreKind.BM25
-            else:
-                dense = self._dense(rows, request.query_vector or ())[:per_list]
-                sparse = self._bm25(rows, request.query_text)[:per_list]
-                scored = self._fuse(dense, sparse)
-                kind = ScoreKind.RRF if self._weights is None else ScoreKind.COSINE
-            selected = self._select(scored, request.top_k, request.group_size)
-            return [
-                self._hit(row, score, components, kind, rank, request.include_content, calibration)
-                for rank, (row, score, components) in enumerate(selected, 1)
-            ]
+            scored: dict[SearchMode, list[tuple[_Row, float]]] = {}
+            if mode.needs_query_vector:
+                scored[SearchMode.DENSE] = self._dense(rows, request.query_vector or ())
+            if mode is not SearchMode.DENSE:
+                scored[SearchMode.SPARSE] = self._bm25(rows, request.query_text)
+            return tuple(
+                _ranked(each, found, limit, group_size, request.include_content, calibration)
+                for each, found in scored.items()
+            )
 
     def _dense(self, rows: list[_Row], vector: Sequence[float]) -> list[tuple[_Row, float]]:
         scored = [(r, _cosine(vector, r.record.vector, r.norm)) for r in rows if r.record.vector]
@@ -348,66 +337,6 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore):
                 scored.append((row, score))
         return sorted(scored, key=lambda p: (-p[1], p[0].record.evidence_key))
 
-    def _fuse(
-        self, dense: list[tuple[_Row, float]], sparse: list[tuple[_Row, float]]
-    ) -> list[_Scored]:
-        lists = ((ScoreKind.COSINE, dense), (ScoreKind.BM25, sparse))
-        rows = {row.record.storage_key: row for _kind, ranked in lists for row, _s in ranked}
-        raw = [{row.record.storage_key: score for row, score in ranked} for _k, ranked in lists]
-        keys = [[row.record.storage_key for row, _score in ranked] for _kind, ranked in lists]
-        if self._weights is None:
-            fused = [(f.key, f.score) for f in reciprocal_rank_fusion(keys, self._rrf_k)]
-        else:  # the same WeightedRanker formula as the Milvus adapter
-            fused = weighted_score_fusion(
-                keys, raw, [kind for kind, _ranked in lists], self._weights
-            )
-        return [
-            (
-                rows[key],
-                score,
-                tuple((kind, raw[i][key]) for i, (kind, _r) in enumerate(lists) if key in raw[i]),
-            )
-            for key, score in fused
-        ]
-
-    @staticmethod
-    def _select(scored: list[_Scored], top_k: int, group_size: int | None) -> list[_Scored]:
-        if group_size is None:
-            return scored[:top_k]
-        return group_by_document(scored, lambda item: item[0].record.doc_id, top_k, group_size)
-
-    @staticmethod
-    def _hit(
-        row: _Row,
-        score: float,
-        components: tuple[tuple[ScoreKind, float], ...],
-        kind: ScoreKind,
-        rank: int,
-        include_content: bool,
-        calibration: HitCalibration | None = None,
-    ) -> KnowledgeSearchHit:
-        record = row.record
-        metadata: dict[str, object] = {
-            "doc_id": record.doc_id,
-            "chunk_index": record.chunk_index,
-            "category": record.category,
-            "source": record.source,
-            "title": record.title,
-            "breadcrumb": record.breadcrumb,
-            "source_type": record.source_type,
-        }
-        return KnowledgeSearchHit(
-            id=record.storage_key,
-            score=score,
-            score_kind=kind,
-            identity=extract_identity(metadata, record.evidence_key, rank),
-            content=record.text if include_content else None,
-            metadata=metadata,
-            component_scores=components,
-            access=record.access,
-            calibration=calibration,
-        )
-
     def fetch_content(
         self, evidence_keys: Sequence[str], access: AccessScope = UNRESTRICTED
     ) -> dict[str, str]:
@@ -434,3 +363,57 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore):
 
 def _doc_key(record: ChunkRecord) -> str:
     return storage_key(record.access.tenant, record.doc_id)
+
+
+def _ranked(
+    mode: SearchMode,
+    scored: list[tuple[_Row, float]],
+    limit: int,
+    group_size: int | None,
+    include_content: bool,
+    calibration: HitCalibration,
+) -> RankedList:
+    """One mode's list, best first: ``limit`` hits, or with ``group_size`` at most that
+    many hits of each of the first ``limit`` documents."""
+    if group_size is None:
+        selected = scored[:limit]
+    else:
+        selected = group_by_document(scored, lambda p: p[0].record.doc_id, limit, group_size)
+    kind = ScoreKind.COSINE if mode is SearchMode.DENSE else ScoreKind.BM25
+    return RankedList(
+        mode,
+        tuple(
+            _hit(row, score, kind, rank, include_content, calibration)
+            for rank, (row, score) in enumerate(selected, 1)
+        ),
+    )
+
+
+def _hit(
+    row: _Row,
+    score: float,
+    kind: ScoreKind,
+    rank: int,
+    include_content: bool,
+    calibration: HitCalibration,
+) -> KnowledgeSearchHit:
+    record = row.record
+    metadata: dict[str, object] = {
+        "doc_id": record.doc_id,
+        "chunk_index": record.chunk_index,
+        "category": record.category,
+        "source": record.source,
+        "title": record.title,
+        "breadcrumb": record.breadcrumb,
+        "source_type": record.source_type,
+    }
+    return KnowledgeSearchHit(
+        id=record.storage_key,
+        score=score,
+        score_kind=kind,
+        identity=extract_identity(metadata, record.evidence_key, rank),
+        content=record.text if include_content else None,
+        metadata=metadata,
+        access=record.access,
+        calibration=calibration,
+    )

@@ -134,6 +134,7 @@ class KnowledgeCollection:
         if cached is not None:
             return cached
         if not self.exists():
+            self.invalidate()  # dropped by another process: nothing cached holds
             return None
         client = self.connection.client()
         try:

@@ -51,8 +51,17 @@ _UNAVAILABLE_TEXT = (
     "closed channel",
 )
 
+
 _DRIVER_ERRORS = (MilvusException, grpc.RpcError, OSError, ValueError, TypeError)
 DRIVER_ERRORS: tuple[type[BaseException], ...] = _DRIVER_ERRORS
+
+
+def collection_missing(error: BaseException | None) -> bool:
+    """Whether a driver error says the collection is gone (never created, or dropped by
+    another process): what an adapter cached about it is stale."""
+    return isinstance(error, CollectionNotExistException) or (
+        isinstance(error, MilvusException) and error.code in _COLLECTION_MISSING_CODES
+    )
 
 
 def _grpc_status(error: BaseException) -> grpc.StatusCode | None:
@@ -105,10 +114,7 @@ def translate(error: BaseException, action: str, where: str) -> SearchError:
             return SearchUnavailable(message)
         if "timeout" in lowered or "deadline" in lowered:
             return SearchTimeout(message)
-        if (
-            isinstance(error, CollectionNotExistException)
-            or error.code in _COLLECTION_MISSING_CODES
-        ):
+        if collection_missing(error):
             return SearchUnavailable(
                 f"{message}; the collection does not exist yet: ingest documents first"
             )

@@ -1,49 +1,30 @@
-"""``KnowledgeSearchPort`` over Milvus: dense, BM25 (sparse) and hybrid (RRF) search.
+"""``MilvusKnowledgeSearch``: Milvus as one ranked list per search mode.
 
-- DENSE: COSINE over the dense vector field (score kind ``cosine``).
-- DENSE: the search parameters follow the collection's index: HNSW (and Lite's
-  AUTOINDEX, which is HNSW) searches with ``ef = max(search_ef, limit)``; Milvus' own
-  default (``ef = limit``) found 0.970 of the exact top 50 on SciFact.
+- DENSE: COSINE over the dense vector field (score kind ``cosine``). The search
+  parameters follow the collection's index: HNSW (and Lite's AUTOINDEX, which is
+  HNSW) searches with ``ef = max(search_ef, limit)``, as Milvus' own ``ef = limit``
+  misses neighbours (benchmarks/README.md). On Milvus Lite the list comes from
+  ``_lite_dense``.
 - SPARSE: the BM25 full-text function on ``bm25_text``; the query goes through the same
   ``TextAnalyzer`` as the documents did (score kind ``bm25``). A collection analysed
-  otherwise is refused (``SchemaMismatch``). On Milvus Lite, whose BM25 is a pure-Python
-  inverted index (430 ms per search at 100k chunks), BM25 is answered by the tantivy
-  index the store keeps beside the Lite file (``fulltext.py``: the same analysed terms,
-  the same filters, positive scores); a server >= 2.5 uses its own BM25 function.
-- HYBRID: the dense and the BM25 search run as two ordinary searches (same filter,
-  ``hybrid_candidates`` or ``top_k * group_size`` hits each) and are fused here by
-  ``reciprocal_rank_fusion(k=rrf_k)`` (score kind ``rrf``), or, when weights are
-  configured, by Milvus' ``WeightedRanker`` formula ``w_d * (1 + cos) / 2 + w_s * 2/pi *
-  atan(|bm25|)`` (a weighted sum of [0, 1]-normalised scores: reported as ``cosine``;
-  ``|bm25|`` because Milvus Lite's BM25 scores are negative). Every hybrid hit carries
-  ``component_scores``: the raw cosine and BM25 score of the lists that found it.
-  On a server the BM25 list is fetched on a worker thread while the dense search runs;
-  on Milvus Lite one after the other, which measured faster (``_hybrid``).
+  otherwise is refused (``SchemaMismatch``). On Milvus Lite, whose BM25 is a slow
+  pure-Python inverted index, BM25 is answered by the tantivy index the store keeps
+  beside the Lite file (``fulltext.py``: the same analysed terms, the same filters,
+  positive scores); a server >= 2.5 uses its own BM25 function.
+- HYBRID: both lists, ungrouped; on a server the BM25 list is fetched on a worker
+  thread while the dense search runs, on Lite one after the other.
 
-Why not ``hybrid_search``: Milvus fuses inside and returns only the fused score, which
-says where a hit ranked, not how relevant it is (with k=60 the last of 20 hits still
-scores a third of the best, so a nonsense query looks like evidence); the per-list
-scores are discarded. Getting them back would take the hybrid search plus a filtered
-search per list restricted to the returned keys: three round trips instead of two, and
-the same two searches in the end. Two plain searches fused here are simpler and give
-the per-list scores for free.
+Fusion, client-side grouping and the choice between engine and client grouping are the
+application's ``HybridSearch`` (``search`` delegates to it); why Milvus'
+``hybrid_search`` is not used is said there.
 
-Access control: every search request carries an ``AccessScope``; under ``enforced``
-its filter (``filters.access_filter``) is ANDed into the one expression every pass
-uses: dense, sparse, both hybrid lists, client-side grouping's over-fetch and
-``fetch_content``. Hits carry the row's access fields, which the application checks
-again. A collection without access fields (schema version 2) is refused under
-``enforced``.
-
-The category filter is written by ``filters.eq`` only. ``group_size`` asks Milvus to
-group by ``doc_id`` (engine-side grouping); on a server without grouping the adapter
-over-fetches and groups itself, with the same result shape. In hybrid mode grouping
-follows the fusion, as in ``hybrid_search``: the lists are fetched ungrouped (grouped
-lists would keep different chunks of a document in each list, so a chunk both lists
-found would look found by one) and the fused list is cut to ``group_size`` hits for
-each of the first ``top_k`` documents. ``include_content`` False leaves the text out
-of the request: content is fetched for the survivors by ``fetch_content`` (primary-key
-lookup).
+Access control: every request carries an ``AccessScope``; under ``enforced`` its filter
+(``filters.access_filter``) is ANDed into the one expression every list of the request
+uses, and into ``fetch_content``'s. Hits carry the row's access fields, which the
+application checks again. A collection without access fields (schema version 2) is
+refused under ``enforced``. The category filter is written by ``filters.eq`` only.
+``include_content`` False leaves the text out: content is fetched for the survivors by
+``fetch_content`` (primary-key lookup).
 """
 
 from __future__ import annotations
@@ -56,43 +37,45 @@ from typing import Any
 
 from lookup_knowledge.adapters.milvus.collection import KnowledgeCollection
 from lookup_knowledge.adapters.milvus.connection import MilvusConnection, ServerCapabilities
-from lookup_knowledge.adapters.milvus.errors import DRIVER_ERRORS, translate
-from lookup_knowledge.adapters.milvus.filters import access_filter, all_of, eq, in_list
+from lookup_knowledge.adapters.milvus.errors import DRIVER_ERRORS, collection_missing, translate
+from lookup_knowledge.adapters.milvus.filters import access_filter, all_of, eq
 from lookup_knowledge.adapters.milvus.lite_dense import index_ef, lite_dense, lite_dense_search
+from lookup_knowledge.adapters.milvus.hits import (
+    RowReader,
+    fits,
+    flat_hit,
+    refuse_without_access,
+    row_access,
+    row_key,
+    storable_keys,
+)
 from lookup_knowledge.adapters.milvus.schema import (
     ACCESS_FIELDS,
-    ACCESS_PUBLIC,
-    ALLOWED_GROUPS,
     BM25_TEXT,
     CATEGORY,
-    CHUNK_INDEX,
     DEFAULT_COLLECTION,
     DENSE,
     DOC_ID,
     LIGHT_FIELDS,
     MAX_BYTES,
-    PK,
     SPARSE,
-    TENANT,
     TEXT,
     CollectionLayout,
     check_analysis,
     check_embedder,
 )
 from lookup_knowledge.adapters.text import SnowballJiebaAnalyzer
+from lookup_knowledge.application.hybrid_search import FusionSettings, HybridSearch
 from lookup_knowledge.application.ports import (
     KnowledgeSearchHit,
     KnowledgeSearchPort,
     KnowledgeSearchRequest,
+    RankedList,
+    RankedListSource,
     SearchCapabilities,
     TextAnalyzer,
 )
-from lookup_knowledge.domain.access import (
-    NO_ACL,
-    UNRESTRICTED,
-    AccessScope,
-    DocumentAccess,
-)
+from lookup_knowledge.domain.access import UNRESTRICTED, AccessScope, DocumentAccess
 from lookup_knowledge.domain.errors import (
     InvalidInputError,
     SchemaMismatch,
@@ -101,14 +84,9 @@ from lookup_knowledge.domain.errors import (
     SearchUnavailable,
     UnsupportedSearchMode,
 )
-from lookup_knowledge.domain.fusion import (
-    check_fusion_parameters,
-    reciprocal_rank_fusion,
-    weighted_score_fusion,
-)
-from lookup_knowledge.domain.identity import extract_identity, split_chunk_key
+from lookup_knowledge.domain.fusion import check_fusion_parameters
+from lookup_knowledge.domain.identity import extract_identity
 from lookup_knowledge.domain.model import SearchMode
-from lookup_knowledge.domain.postprocess import group_by_document
 from lookup_knowledge.domain.relevance import HitCalibration, ScoreKind
 
 MAX_TOP_K = 16384  # Milvus' topk limit
@@ -116,96 +94,27 @@ MAX_TOP_K = 16384  # Milvus' topk limit
 #: on SciFact (benchmarks/bench_dense_recall.py).
 DEFAULT_SEARCH_EF = 256
 _GRAPH_INDEXES = frozenset({"HNSW", "HNSW_SQ", "HNSW_PQ", "HNSW_PRQ"})
-
-
-def _fits(value: str, max_bytes: int) -> bool:
-    return len(value.encode("utf-8", "surrogatepass")) <= max_bytes
-
-
-@dataclass(frozen=True, slots=True)
-class _Scored:
-    """One result row: the driver's hit (fields by ``get``), the score to report and, for
-    a fused hit, the raw score of each list that found it."""
-
-    row: Any
-    score: float
-    components: tuple[tuple[ScoreKind, float], ...] = ()
+_LIST_KIND = {SearchMode.DENSE: ScoreKind.COSINE, SearchMode.SPARSE: ScoreKind.BM25}
 
 
 @dataclass(frozen=True, slots=True)
 class _Query:
     """What one search request sends: the query vector, the analysed query terms (the
-    BM25 input) and the dense search parameters (``ef`` for a graph index)."""
+    BM25 input), the dense search parameters (``ef`` for a graph index), the filter
+    expression and the fields to return."""
 
     vector: list[float] | None
     terms: str
     dense_params: Mapping[str, Any]
+    expression: str = ""
+    output_fields: Sequence[str] = ()
     #: The filter as field -> exact value (the Lite full-text index applies it).
     where: Mapping[str, str] = field(default_factory=dict)
     with_text: bool = False
     access: AccessScope = UNRESTRICTED
 
 
-def _key(hit: Any) -> str | None:
-    key = hit.get(PK)
-    if key is None:
-        key = hit.get("id")  # servers before 2.4 name the key "id"
-    return str(key) if key is not None else None
-
-
-def _flat(hit: Any) -> dict[str, Any]:
-    """A pymilvus ``Hit`` (``{pk, "distance", "entity": {...}}``) as one plain dict of its
-    key, distance and fields, the shape the Lite full-text index returns. Read once: a
-    ``Hit`` looks an entity field up by raising ``KeyError`` on the outer dict first
-    (~4 us a field; a search at the eval depth reads ~13 fields of 50 hits)."""
-    row = dict(dict.get(hit, "entity") or {})
-    for name, value in dict.items(hit):
-        if name != "entity":
-            row[name] = value
-    return row
-
-
-def _doc_of(item: _Scored) -> object:
-    return item.row.get(DOC_ID)
-
-
-def row_access(row: Any) -> DocumentAccess:
-    """A row's access fields; what cannot be read as such is no ACL (visible to nobody
-    under ``enforced``)."""
-    tenant = row.get(TENANT)
-    groups = row.get(ALLOWED_GROUPS)
-    public = row.get(ACCESS_PUBLIC)
-    try:
-        return DocumentAccess(
-            tenant=tenant if isinstance(tenant, str) else "",
-            allowed_groups=frozenset(str(g) for g in groups or ()),
-            public=public is True,
-        )
-    except (InvalidInputError, TypeError):
-        return NO_ACL
-
-
-def refuse_without_access(layout: CollectionLayout, scope: AccessScope, where: str) -> None:
-    if scope.enforced and not layout.access:
-        raise SchemaMismatch(
-            f"Milvus collection {layout.name!r} at {where} has no access fields (schema "
-            f"version {layout.schema_version}, written before access control): with "
-            "access.mode=enforced nothing in it says who may see it, so it is not searched. "
-            "Ingest the documents again with their tenant and groups into a new collection "
-            "(point milvus.collection at a new name), or set access.mode=off."
-        )
-
-
-def _distance(hit: Any) -> float:
-    return float(hit.get("distance"))
-
-
-def _strength(hit: Any, kind: ScoreKind) -> float:
-    """Bigger is better (Milvus Lite reports BM25 scores negative)."""
-    return abs(_distance(hit)) if kind is ScoreKind.BM25 else _distance(hit)
-
-
-class MilvusKnowledgeSearch(KnowledgeSearchPort):
+class MilvusKnowledgeSearch(KnowledgeSearchPort, RankedListSource):
     def __init__(
         self,
         connection: MilvusConnection,
@@ -231,11 +140,16 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
             raise InvalidInputError("client_grouping_oversample and fetch_batch_size must be >= 1")
         self._connection = connection
         self._collection = KnowledgeCollection(connection, collection)
-        self._rrf_k = rrf_k
-        self._weights = hybrid_weights
-        self._hybrid_candidates = hybrid_candidates
-        self._oversample = client_grouping_oversample
-        self._fetch_batch = fetch_batch_size
+        self._fusing = HybridSearch(
+            self,
+            FusionSettings(
+                rrf_k=rrf_k,
+                weights=hybrid_weights,
+                hybrid_candidates=hybrid_candidates,
+                client_grouping_oversample=client_grouping_oversample,
+                max_list=MAX_TOP_K,
+            ),
+        )
         self._owns_connection = owns_connection
         self._text = analyzer if analyzer is not None else SnowballJiebaAnalyzer()
         self._ef = search_ef
@@ -250,6 +164,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
         self._read: dict[str, Any] = (
             {"consistency_level": consistency_level} if consistency_level else {}
         )
+        self._rows = RowReader(self._collection, fetch_batch_size, self._read)
 
     @classmethod
     def open(
@@ -371,13 +286,48 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
 
     def search(self, request: KnowledgeSearchRequest) -> list[KnowledgeSearchHit]:
         try:
-            return self._search(request)
+            return self._fusing.search(request)
         except SearchError as error:
-            if "does not exist" in error.message or "not found" in error.message.lower():
-                self._collection.invalidate()
+            if collection_missing(error.__cause__):
+                self._collection.invalidate()  # what was cached about it is stale
             raise
 
-    def _search(self, request: KnowledgeSearchRequest) -> list[KnowledgeSearchHit]:
+    def native_grouping(self) -> bool:
+        return self._connection.capabilities().grouping
+
+    def ranked_lists(
+        self, request: KnowledgeSearchRequest, *, limit: int, group_size: int | None
+    ) -> tuple[RankedList, ...]:
+        query = self._query(request)
+        if query is None:
+            return ()
+        mode = request.mode
+        rows: dict[SearchMode, list[Any]]
+        try:
+            if mode is SearchMode.DENSE:
+                rows = {mode: self._dense(query, limit, group_size)}
+            elif mode is SearchMode.SPARSE:
+                rows = {mode: self._sparse(query, limit, group_size)}
+            else:
+                rows = self._hybrid_lists(query, limit)
+        except DRIVER_ERRORS as error:
+            raise translate(error, f"{mode.value} search", self._collection.where) from error
+        calibration = HitCalibration(
+            # None for a query the analyzer expanded (Chinese glosses): its expansion
+            # terms are alternatives, so the sum of their idf is no reachable score.
+            bm25_reference=self._bm25_reference(query.terms)
+            if query.terms and query.terms == self._text.analyse(request.query_text)
+            else None,
+            dense_background=self._collection.background() if query.vector is not None else None,
+        )
+        return tuple(
+            RankedList(each, self._hits(found, _LIST_KIND[each], query.with_text, calibration))
+            for each, found in rows.items()
+        )
+
+    def _query(self, request: KnowledgeSearchRequest) -> _Query | None:
+        """What the request sends, checked against the server and the collection; None
+        when nothing can match (stop words only for BM25, a category longer than any)."""
         server = self._connection.capabilities()
         layout = self._collection.require_layout()
         mode = request.mode
@@ -386,117 +336,87 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
         if request.top_k > MAX_TOP_K:
             raise SearchBadRequest(f"top_k {request.top_k} exceeds Milvus' limit {MAX_TOP_K}")
         vector: list[float] | None = None
+        dense_params: dict[str, Any] = {}
         if mode.needs_query_vector:
-            assert request.query_vector is not None  # KnowledgeSearchRequest checks it
-            check_embedder(layout, request.embedder, where=self._collection.where)
-            vector = [float(x) for x in request.query_vector]
-            if len(vector) != layout.dimension:
-                raise SchemaMismatch(
-                    f"the query vector has {len(vector)} dimensions but collection "
-                    f"{layout.name!r} holds {layout.dimension}-dim vectors: lookup must use "
-                    "the embedder the collection was ingested with"
-                )
+            vector = self._query_vector(request, layout)
+            index_type, _params = self._collection.dense_index()
+            if self._graph(index_type):
+                dense_params = {"ef": self._ef}
         query_terms = ""
         if mode is not SearchMode.DENSE:
             check_analysis(layout, self._text.fingerprint, where=self._collection.where)
             query_terms = self._text.analyse_query(request.query_text)
             if not query_terms and mode is SearchMode.SPARSE:
-                return []  # only stop words / punctuation: nothing for BM25 to match
-        dense_params: dict[str, Any] = {}
-        if mode.needs_query_vector:
-            index_type, _params = self._collection.dense_index()
-            if self._graph(index_type):
-                dense_params = {"ef": self._ef}
+                return None  # only stop words / punctuation: nothing for BM25 to match
         refuse_without_access(layout, request.access, self._collection.where)
         category = ""
         where: dict[str, str] = {}
         if request.category_filter is not None:
-            if not _fits(request.category_filter, MAX_BYTES[CATEGORY]):
-                return []  # longer than any stored category: nothing can match
+            if not fits(request.category_filter, MAX_BYTES[CATEGORY]):
+                return None  # longer than any stored category: nothing can match
             category = eq(CATEGORY, request.category_filter)
             where[CATEGORY] = request.category_filter
-        # One expression for every pass of this request: category AND access (the
-        # full-text index applies the same: ``where`` and ``request.access``).
-        expression = all_of([category, self._access_filter(request.access)])
         light = [*LIGHT_FIELDS, *ACCESS_FIELDS] if layout.access else list(LIGHT_FIELDS)
-        output_fields = [*light, TEXT] if request.include_content else light
         self._collection.ensure_loaded()
-        group = request.group_size
-        query = _Query(
-            vector, query_terms, dense_params, where, request.include_content, request.access
+        return _Query(
+            vector=vector,
+            terms=query_terms,
+            dense_params=dense_params,
+            # One expression for every list of this request: category AND access (the
+            # full-text index applies the same: ``where`` and ``access``).
+            expression=all_of([category, self._access_filter(request.access)]),
+            output_fields=[*light, TEXT] if request.include_content else light,
+            where=where,
+            with_text=request.include_content,
+            access=request.access,
         )
-        if group is not None and not server.grouping and mode is not SearchMode.HYBRID:
-            raw = self._client_grouped(request, query, expression, output_fields, group)
-        else:
-            raw = self._run(request, query, expression, output_fields, request.top_k, group)
-        calibration = HitCalibration(
-            # None for a query the analyzer expanded (Chinese glosses): its expansion
-            # terms are alternatives, so the sum of their idf is no reachable score.
-            bm25_reference=self._bm25_reference(query_terms)
-            if query_terms and query_terms == self._text.analyse(request.query_text)
-            else None,
-            dense_background=self._collection.background() if vector is not None else None,
-        )
-        hits = self._hits(raw, request, calibration)
-        if group is not None:
-            hits = self._order(hits)
-        return hits
 
-    def _run(
-        self,
-        request: KnowledgeSearchRequest,
-        query: _Query,
-        expression: str,
-        output_fields: list[str],
-        limit: int,
-        group: int | None,
-    ) -> list[_Scored]:
-        mode = request.mode
-        try:
-            if mode is SearchMode.DENSE:
-                found = self._dense(query, expression, output_fields, limit, group)
-                return [_Scored(hit, _distance(hit)) for hit in found]
-            if mode is SearchMode.SPARSE:
-                found = self._sparse(query, expression, output_fields, limit, group)
-                return [_Scored(hit, _distance(hit)) for hit in found]
-            return self._hybrid(query, expression, output_fields, limit, group)
-        except DRIVER_ERRORS as error:
-            raise translate(error, f"{mode.value} search", self._collection.where) from error
+    def _query_vector(
+        self, request: KnowledgeSearchRequest, layout: CollectionLayout
+    ) -> list[float]:
+        assert request.query_vector is not None  # KnowledgeSearchRequest checks it
+        check_embedder(layout, request.embedder, where=self._collection.where)
+        vector = [float(x) for x in request.query_vector]
+        if len(vector) != layout.dimension:
+            raise SchemaMismatch(
+                f"the query vector has {len(vector)} dimensions but collection "
+                f"{layout.name!r} holds {layout.dimension}-dim vectors: lookup must use "
+                "the embedder the collection was ingested with"
+            )
+        return vector
 
-    def _dense(
-        self,
-        query: _Query,
-        expression: str,
-        output_fields: list[str],
-        limit: int,
-        group: int | None,
-    ) -> list[Any]:
+    def _dense(self, query: _Query, limit: int, group: int | None) -> list[Any]:
+        """The dense ranked list; driver errors propagate (``ranked_lists`` translates)."""
         params = dict(query.dense_params)
         if "ef" in params:
             params["ef"] = max(int(params["ef"]), limit)  # Milvus requires ef >= limit
-        if (beside := lite_dense(self._collection)) is not None:  # Lite: lite_dense.py
-            return lite_dense_search(self._collection, beside, query.vector or [], limit,
-                ef=index_ef(self._ef, limit), where=query.where, access=query.access,
-                output_fields=output_fields)  # fmt: skip
-        return self._one(
-            DENSE, query.vector, "COSINE", params, expression, output_fields, limit, group
-        )
+        if self._connection.is_lite:
+            return self._lite_dense(query, params, limit)
+        return self._one(DENSE, query.vector, "COSINE", params, query, limit, group)
 
-    def _sparse(
-        self,
-        query: _Query,
-        expression: str,
-        output_fields: list[str],
-        limit: int,
-        group: int | None,
-    ) -> list[Any]:
+    def _lite_dense(self, query: _Query, params: Mapping[str, Any], limit: int) -> list[Any]:
+        """The dense ranked list on Milvus Lite (which has no engine-side grouping): the
+        HNSW index beside the file (``lite_dense.py``), or Lite's own search where that
+        index is not available; rows best first as ``_one`` returns them."""
+        if (beside := lite_dense(self._collection)) is not None:
+            return lite_dense_search(
+                self._collection,
+                beside,
+                query.vector or [],
+                limit,
+                ef=index_ef(self._ef, limit),
+                where=query.where,
+                access=query.access,
+                output_fields=query.output_fields,
+            )
+        return self._one(DENSE, query.vector, "COSINE", params, query, limit, None)
+
+    def _sparse(self, query: _Query, limit: int, group: int | None) -> list[Any]:
         """BM25: Milvus' function, or on Milvus Lite the full-text index beside the file
         (Lite has no engine-side grouping, so ``group`` is None there)."""
         index = self._collection.fulltext()
         if index is None:
-            return self._one(
-                SPARSE, query.terms, "BM25", {}, expression, output_fields, limit, group
-            )
+            return self._one(SPARSE, query.terms, "BM25", {}, query, limit, group)
         try:
             return index.search(
                 query.terms, limit, query.where, access=query.access, with_text=query.with_text
@@ -518,12 +438,11 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
         data: object,
         metric: str,
         params: Mapping[str, Any],
-        expression: str,
-        output_fields: list[str],
+        query: _Query,
         limit: int,
         group: int | None,
     ) -> list[Any]:
-        """One plain search; driver errors propagate (``_run`` translates them)."""
+        """One plain search; driver errors propagate (``ranked_lists`` translates them)."""
         grouping: dict[str, Any] = {}
         if group is not None:
             grouping = {"group_by_field": DOC_ID, "group_size": group, "strict_group_size": False}
@@ -532,8 +451,8 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
             data=[data],
             anns_field=field,
             limit=limit,
-            filter=expression,
-            output_fields=output_fields,
+            filter=query.expression,
+            output_fields=list(query.output_fields),
             search_params={"metric_type": metric, "params": dict(params)}
             if params
             else {"metric_type": metric},
@@ -541,97 +460,27 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
             **self._read,
             **grouping,
         )
-        return [_flat(hit) for hit in result[0]] if result else []
+        return [flat_hit(hit) for hit in result[0]] if result else []
 
-    def _hybrid(
-        self,
-        query: _Query,
-        expression: str,
-        output_fields: list[str],
-        limit: int,
-        group: int | None,
-    ) -> list[_Scored]:
-        """Dense and BM25 as two searches, fused here so each hit keeps its list scores.
-
-        ``limit`` counts hits, or documents when ``group`` is set. Each list brings
-        ``hybrid_candidates`` hits, by default ``limit * group``, ungrouped; grouping
-        is applied to the fused list.
-        """
-        per_list = min(MAX_TOP_K, max(self._hybrid_candidates or limit * (group or 1), limit))
+    def _hybrid_lists(self, query: _Query, limit: int) -> dict[SearchMode, list[Any]]:
+        """The dense and the BM25 list of a hybrid search, ungrouped (``HybridSearch``
+        fuses them and groups the fused list)."""
         pending: Future[list[Any]] | None = None
         if query.terms and self._concurrent:
             # A server: the BM25 search waits on its own round trip while the dense one
             # runs here. Not on Lite (``concurrent_hybrid`` None): its BM25 half is the
-            # tantivy index, 0.5-1.2 ms, and the dense half is Python in Lite's
-            # in-process server holding the GIL, so a worker thread only added its
-            # hand-off (bench_scaling.py, p50 concurrent vs sequential: 22.9 vs 19.0 ms
-            # at 5k chunks, 38.6 vs 30.4 at 8.6k, 65.0 vs 69.8 at 20k, 512 vs 505 at 100k).
-            pending = self._workers().submit(
-                self._sparse, query, expression, output_fields, per_list, None
-            )
-        dense = self._dense(query, expression, output_fields, per_list, None)
+            # tantivy index and the dense half is Python in Lite's in-process server
+            # holding the GIL, so a worker thread only adds its hand-off
+            # (benchmarks/README.md, bench_scaling.py).
+            pending = self._workers().submit(self._sparse, query, limit, None)
+        dense = self._dense(query, limit, None)
         if pending is not None:
             sparse = pending.result()
         elif query.terms:
-            sparse = self._sparse(query, expression, output_fields, per_list, None)
+            sparse = self._sparse(query, limit, None)
         else:
             sparse = []  # a query of stop words only: the dense list alone
-        fused = self._fuse(((ScoreKind.COSINE, dense), (ScoreKind.BM25, sparse)))
-        if group is None:
-            return fused[:limit]
-        return group_by_document(fused, _doc_of, limit, group)
-
-    def _fuse(self, lists: Sequence[tuple[ScoreKind, list[Any]]]) -> list[_Scored]:
-        rows: dict[str, Any] = {}  # key -> the first list's row (both carry the same fields)
-        ranked: list[list[str]] = []
-        scores: list[dict[str, float]] = []
-        for kind, found in lists:
-            # Best first, as each list's own score says (Lite's BM25 is negative).
-            ordered = sorted(found, key=lambda hit: _strength(hit, kind), reverse=True)
-            keys: list[str] = []
-            raw: dict[str, float] = {}
-            for hit in ordered:
-                key = _key(hit)
-                if key is None or key in raw:
-                    continue
-                raw[key] = _distance(hit)
-                keys.append(key)
-                rows.setdefault(key, hit)
-            ranked.append(keys)
-            scores.append(raw)
-        kinds = [kind for kind, _found in lists]
-        if self._weights is None:
-            order = [(f.key, f.score) for f in reciprocal_rank_fusion(ranked, self._rrf_k)]
-        else:
-            order = weighted_score_fusion(ranked, scores, kinds, self._weights)
-        return [
-            _Scored(
-                rows[key],
-                score,
-                tuple((kinds[i], raw[key]) for i, raw in enumerate(scores) if key in raw),
-            )
-            for key, score in order
-        ]
-
-    def _client_grouped(
-        self,
-        request: KnowledgeSearchRequest,
-        query: _Query,
-        expression: str,
-        output_fields: list[str],
-        group: int,
-    ) -> list[_Scored]:
-        """Grouping for servers without it: over-fetch, keep ``group`` hits per doc_id
-        for the first ``top_k`` documents (the shape Milvus grouping returns)."""
-        limit = min(MAX_TOP_K, request.top_k * group * self._oversample)
-        while True:
-            raw = self._run(request, query, expression, output_fields, limit, None)
-            kept = group_by_document(raw, _doc_of, request.top_k, group)
-            documents = len({item.row.get(DOC_ID) for item in kept})
-            exhausted = len(raw) < limit or limit >= MAX_TOP_K
-            if documents >= request.top_k or exhausted:
-                return kept
-            limit = min(MAX_TOP_K, limit * 4)
+        return {SearchMode.DENSE: dense, SearchMode.SPARSE: sparse}
 
     def _bm25_reference(self, terms: str) -> float | None:
         """What the query's BM25 scores are read against (``HitCalibration``): known
@@ -647,127 +496,45 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
                 f"the full-text index of {self._collection.where} failed: {error}"
             ) from error
 
+    @staticmethod
     def _hits(
-        self,
-        raw: list[_Scored],
-        request: KnowledgeSearchRequest,
-        calibration: HitCalibration | None = None,
-    ) -> list[KnowledgeSearchHit]:
-        kind = {
-            SearchMode.DENSE: ScoreKind.COSINE,
-            SearchMode.SPARSE: ScoreKind.BM25,
-            SearchMode.HYBRID: ScoreKind.RRF if self._weights is None else ScoreKind.COSINE,
-        }[request.mode]
+        rows: list[Any], kind: ScoreKind, with_text: bool, calibration: HitCalibration
+    ) -> tuple[KnowledgeSearchHit, ...]:
         hits: list[KnowledgeSearchHit] = []
-        for rank, item in enumerate(raw, 1):
-            hit = item.row
-            key = _key(hit)
+        for rank, row in enumerate(rows, 1):
+            key = row_key(row)
             metadata: dict[str, object] = {}
             for name in LIGHT_FIELDS:
-                value = hit.get(name)
+                value = row.get(name)
                 if value is not None:
                     metadata[name] = value
-            content = hit.get(TEXT) if request.include_content else None
+            content = row.get(TEXT) if with_text else None
             hits.append(
                 KnowledgeSearchHit(
                     id=key,
-                    score=item.score,
+                    score=float(row.get("distance")),
                     score_kind=kind,
                     identity=extract_identity(metadata, key, rank),
                     content=content if isinstance(content, str) else None,
                     metadata=metadata,
-                    component_scores=item.components,
-                    access=row_access(hit),
+                    access=row_access(row),
                     calibration=calibration,
                 )
             )
-        return hits
+        return tuple(hits)
 
-    @staticmethod
-    def _order(hits: list[KnowledgeSearchHit]) -> list[KnowledgeSearchHit]:
-        """Grouped results come group by group; present them best score first."""
-        return sorted(
-            hits, key=lambda h: -abs(h.score) if h.score_kind is ScoreKind.BM25 else -h.score
-        )
-
-    # ------------------------------------------------------------------ late materialisation
+    # ------------------------------------------------------------------ by key
 
     def fetch_content(
         self, evidence_keys: Sequence[str], access: AccessScope = UNRESTRICTED
     ) -> dict[str, str]:
-        keys: list[str] = []
-        for key in dict.fromkeys(evidence_keys):
-            if not isinstance(key, str) or not key or not _fits(key, MAX_BYTES[PK]):
-                continue
-            try:
-                eq(PK, key)
-            except InvalidInputError:
-                continue  # a key with control characters cannot exist in the store
-            keys.append(key)
+        keys = storable_keys(evidence_keys)
         if not keys:
             return {}
         layout = self._collection.require_layout()
         refuse_without_access(layout, access, self._collection.where)
-        rule = self._access_filter(access)
-        self._collection.ensure_loaded()
-        client = self._connection.client()
-        out: dict[str, str] = {}
-        for start in range(0, len(keys), self._fetch_batch):
-            batch = keys[start : start + self._fetch_batch]
-            try:
-                rows = client.query(
-                    self._collection.name,
-                    filter=all_of([in_list(PK, batch), rule]),
-                    output_fields=[PK, TEXT],
-                    timeout=self._connection.timeout_s,
-                    **self._read,
-                )
-            except DRIVER_ERRORS as error:
-                raise translate(error, "fetch content", self._collection.where) from error
-            for row in rows:
-                key, text = row.get(PK), row.get(TEXT)
-                if isinstance(key, str) and isinstance(text, str):
-                    out[key] = text
-        return out
-
-    # ------------------------------------------------------------------ verification
+        return self._rows.texts(keys, self._access_filter(access))
 
     def document_access(self, document_ids: Sequence[str]) -> dict[str, tuple[DocumentAccess, ...]]:
         """Every row holding each ``doc_id#chunk-N`` (any tenant), with its access."""
-        wanted: dict[tuple[str, int], str] = {}
-        for document_id in dict.fromkeys(document_ids):
-            parts = split_chunk_key(document_id)
-            if parts is None:
-                continue
-            doc_id, index = parts
-            if not _fits(doc_id, MAX_BYTES[DOC_ID]):
-                continue
-            try:
-                eq(DOC_ID, doc_id)
-            except InvalidInputError:
-                continue
-            wanted[(doc_id, index)] = document_id
-        layout = self._collection.layout()
-        if not wanted or layout is None:
-            return {}
-        self._collection.ensure_loaded()
-        fields = [DOC_ID, CHUNK_INDEX, *(ACCESS_FIELDS if layout.access else ())]
-        doc_ids = sorted({d for d, _i in wanted})
-        out: dict[str, list[DocumentAccess]] = {}
-        client = self._connection.client()
-        for start in range(0, len(doc_ids), self._fetch_batch):
-            try:
-                rows = client.query(
-                    self._collection.name,
-                    filter=in_list(DOC_ID, doc_ids[start : start + self._fetch_batch]),
-                    output_fields=fields,
-                    timeout=self._connection.timeout_s,
-                    **self._read,
-                )
-            except DRIVER_ERRORS as error:
-                raise translate(error, "read access", self._collection.where) from error
-            for row in rows:
-                key = wanted.get((str(row.get(DOC_ID)), int(row.get(CHUNK_INDEX, -1))))
-                if key is not None:
-                    out.setdefault(key, []).append(row_access(row))
-        return {k: tuple(v) for k, v in out.items()}
+        return self._rows.access(document_ids)

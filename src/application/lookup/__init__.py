@@ -7,6 +7,7 @@
     projector.py       Projector: the evidence blocks the agent sees, within budgets
     context_packer.py  ContextPacker: the char-budgeted context pack of those blocks
     assembler.py       Assembler: LookupResult with traces, quality and message
+    traces.py          RetrievalTrace, RerankTrace: the traces, typed, and their wire form
     recording.py       the ToolInvocation the audit store keeps, and recording it
     use_case.py        LookupKnowledge: the pipeline, top to bottom
 

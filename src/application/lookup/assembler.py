@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from lookup_knowledge.application.lookup.config import LookupConfig
 from lookup_knowledge.application.lookup.post_processor import PostProcessed
 from lookup_knowledge.application.lookup.reranker_stage import RerankerReport
 from lookup_knowledge.application.lookup.result import LookupResult
 from lookup_knowledge.application.lookup.retriever import Retrieval
+from lookup_knowledge.application.lookup.traces import RerankTrace, RetrievalTrace
 from lookup_knowledge.domain.access import UNRESTRICTED, AccessScope
 from lookup_knowledge.domain.errors import LookupKnowledgeError
 from lookup_knowledge.domain.model import InvocationStatus, QueryHints, SearchMode, Traffic
@@ -102,69 +102,59 @@ class Assembler:
             payload_profile=self._config.payload_profile,
         )
 
-    def _retrieval_trace(self, call: LookupCall, out: StageOutputs) -> dict[str, Any]:
+    def _retrieval_trace(self, call: LookupCall, out: StageOutputs) -> RetrievalTrace:
         settings = self._config.retrieval
         searched = out.retrieval.mode or call.mode
-        trace: dict[str, Any] = {
-            "mode": searched.value,
-            "retrieveK": settings.retrieve_k,
-            "returnN": settings.return_n,
-            "maxChunksPerDocument": settings.max_chunks_per_document,
-            "minRelevance": settings.min_relevance_for(searched),
-            "engineGrouping": self._config.engine_grouping,
-            "lateMaterialisation": self._config.late_materialisation,
-            "searchParameters": dict(out.retrieval.search_parameters),
-            "queryHints": out.hints.as_trace(),
-            "passes": [p.as_trace() for p in out.retrieval.passes],
-            "filterApplied": out.retrieval.filter_applied,
-            "access": {
+        return RetrievalTrace(
+            mode=searched.value,
+            retrieve_k=settings.retrieve_k,
+            return_n=settings.return_n,
+            max_chunks_per_document=settings.max_chunks_per_document,
+            min_relevance=settings.min_relevance_for(searched),
+            engine_grouping=self._config.engine_grouping,
+            late_materialisation=self._config.late_materialisation,
+            search_parameters=dict(out.retrieval.search_parameters),
+            query_hints=out.hints.as_trace(),
+            passes=tuple(p.as_trace() for p in out.retrieval.passes),
+            filter_applied=out.retrieval.filter_applied,
+            access={
                 "mode": call.access.mode.value,
                 "filter": call.access.describe(),
                 "droppedByCheck": out.retrieval.access_dropped,
             },
-            "fallbackReason": out.retrieval.fallback_reason,
-            "modeReason": out.retrieval.mode_reason,
-            "counts": {**out.processed.counts, "projected": len(out.blocks)},
-            "timingsMs": {k: round(v, 3) for k, v in out.timings_ms.items()},
-        }
-        if out.reranker is not None:
-            trace["reranker"] = out.reranker.as_trace()
-        if searched is not call.mode:
-            trace["requestedMode"] = call.mode.value
-        if out.processed.vanished:
-            trace["vanished"] = list(out.processed.vanished)
-        dropped = [*out.retrieval.dropped, *out.processed.dropped]
-        if dropped:
+            fallback_reason=out.retrieval.fallback_reason,
+            mode_reason=out.retrieval.mode_reason,
+            counts={**out.processed.counts, "projected": len(out.blocks)},
+            timings_ms=dict(out.timings_ms),
+            reranker=out.reranker.as_trace() if out.reranker is not None else None,
+            requested_mode=call.mode.value if searched is not call.mode else None,
+            vanished=tuple(out.processed.vanished),
             # Hits not served, each with its reason: unrecordable ids or fields, no
             # text, a row gone before its content was fetched.
-            trace["dropped"] = [d.as_trace() for d in dropped]
-        return trace
+            dropped=tuple(d.as_trace() for d in (*out.retrieval.dropped, *out.processed.dropped)),
+        )
 
     @staticmethod
     def _rerank_trace(
         processed: PostProcessed, reranker: RerankerReport | None = None
-    ) -> tuple[dict[str, Any], ...]:
+    ) -> tuple[RerankTrace, ...]:
         by_relevance = sorted(
             processed.ranked, key=lambda r: (-r.candidate.relevance, r.candidate.original_rank)
         )
         rank_before = {id(r): i for i, r in enumerate(by_relevance, 1)}
         scores = reranker.scores if reranker is not None else {}
         return tuple(
-            {
-                "document_id": r.evidence_key,
-                **(
-                    {"rerankerScore": round(scores[r.evidence_key], 6)}
-                    if r.evidence_key in scores
-                    else {}
-                ),
-                "relevance": round(r.candidate.relevance, 6),
-                "strength": round(r.candidate.evidence_strength, 6),
-                "finalScore": round(r.final_score, 6),
-                "rankBefore": rank_before[id(r)],
-                "rankAfter": i,
-                "adjustments": [a.as_trace() for a in r.adjustments],
-                "outcome": processed.outcomes.get(r.evidence_key, "dropped"),
-            }
+            RerankTrace(
+                document_id=r.evidence_key,
+                reranker_score=scores.get(r.evidence_key),
+                relevance=r.candidate.relevance,
+                strength=r.candidate.evidence_strength,
+                final_score=r.final_score,
+                rank_before=rank_before[id(r)],
+                rank_after=i,
+                adjustments=tuple(a.as_trace() for a in r.adjustments),
+                outcome=processed.outcomes.get(r.evidence_key, "dropped"),
+            )
             for i, r in enumerate(processed.ranked, 1)
         )
 

@@ -134,8 +134,8 @@ def _details(out: StageOutputs, result: LookupResult) -> dict[str, Any]:
             for b in out.blocks
         ],
         "contextPack": out.pack.summary() if out.pack else None,
-        "retrievalTrace": result.retrieval_trace,
-        "rerankTrace": list(result.rerank_trace),
+        "retrievalTrace": result.retrieval_trace.to_wire(),
+        "rerankTrace": [r.to_wire() for r in result.rerank_trace],
         "relevanceLevel": result.relevance_level.value,
         "completenessHint": result.completeness_hint.value,
     }

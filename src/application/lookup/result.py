@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lookup_knowledge.application.lookup.config import PayloadProfile
+from lookup_knowledge.application.lookup.traces import RerankTrace, RetrievalTrace
 from lookup_knowledge.application.ports import RecordOutcome
 from lookup_knowledge.domain.model import InvocationStatus
 from lookup_knowledge.domain.packing import ELLIPSIS, ContextPack
@@ -24,8 +25,8 @@ class LookupResult:
     found: bool
     evidence_blocks: tuple[ProjectedBlock, ...]
     context_pack: ContextPack | None
-    retrieval_trace: Mapping[str, Any]
-    rerank_trace: tuple[Mapping[str, Any], ...]
+    retrieval_trace: RetrievalTrace
+    rerank_trace: tuple[RerankTrace, ...]
     relevance_level: RelevanceLevel
     completeness_hint: CompletenessHint
     retrieved_domains_this_session: tuple[str, ...]
@@ -49,7 +50,7 @@ class LookupResult:
         trace = self.retrieval_trace
         return {
             "found": self.found,
-            "evidenceBlocks": agent_blocks(self.evidence_blocks, str(trace.get("mode", ""))),
+            "evidenceBlocks": agent_blocks(self.evidence_blocks, trace.mode),
             "contextPack": _agent_pack(self.context_pack, blocks),
             "retrievalTrace": _agent_trace(trace),
             "rerankTrace": _agent_rerank(self.rerank_trace, blocks),
@@ -70,8 +71,8 @@ class LookupResult:
                 if pack is not None
                 else {"text": "", "charBudget": 0, "charsUsed": 0, "included": [], "omitted": []}
             ),
-            "retrievalTrace": dict(self.retrieval_trace),
-            "rerankTrace": [dict(r) for r in self.rerank_trace],
+            "retrievalTrace": self.retrieval_trace.to_wire(),
+            "rerankTrace": [r.to_wire() for r in self.rerank_trace],
             "relevanceLevel": self.relevance_level.value,
             "completenessHint": self.completeness_hint.value,
             "retrievedDomainsThisSession": list(self.retrieved_domains_this_session),
@@ -84,17 +85,21 @@ class LookupResult:
 _COUNTS = ("candidates", "afterCap", "returned", "projected")
 
 
-def _agent_trace(trace: Mapping[str, Any]) -> dict[str, Any]:
+def _agent_trace(trace: RetrievalTrace) -> dict[str, Any]:
     """The retrieval trace the agent needs: the mode searched, the filter, the fallback
     reason and the reason for another mode than configured when there was one (absent,
     not ``null``, otherwise), and the counts: candidates and after the per-document cap;
     ``returned`` and ``projected`` only when projection showed fewer blocks than were
     returned (otherwise both are the length of ``evidenceBlocks``)."""
-    out: dict[str, Any] = {"mode": trace.get("mode")}
-    for key in ("filterApplied", "fallbackReason", "modeReason"):
-        if trace.get(key) is not None:
-            out[key] = trace[key]
-    counts = {k: v for k, v in trace.get("counts", {}).items() if k in _COUNTS}
+    out: dict[str, Any] = {"mode": trace.mode}
+    for key, value in (
+        ("filterApplied", trace.filter_applied),
+        ("fallbackReason", trace.fallback_reason),
+        ("modeReason", trace.mode_reason),
+    ):
+        if value is not None:
+            out[key] = value
+    counts = {k: v for k, v in trace.counts.items() if k in _COUNTS}
     if counts.get("projected", counts.get("returned")) == counts.get("returned"):
         counts.pop("projected", None)  # every returned block is shown: the list says it
         counts.pop("returned", None)
@@ -103,17 +108,17 @@ def _agent_trace(trace: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _agent_rerank(
-    trace: tuple[Mapping[str, Any], ...], blocks: Mapping[str, ProjectedBlock]
+    trace: tuple[RerankTrace, ...], blocks: Mapping[str, ProjectedBlock]
 ) -> list[dict[str, Any]]:
     """The rerank bonuses of the returned blocks, one entry per rule and contribution
     with the ``ranks`` (positions in ``evidenceBlocks``) it raised; blocks ranked by
     relevance alone appear in none."""
     grouped: dict[tuple[str, float], list[int]] = {}
     for entry in trace:
-        block = blocks.get(entry["document_id"])
+        block = blocks.get(entry.document_id)
         if block is None:
             continue
-        for a in entry["adjustments"]:
+        for a in entry.adjustments:
             if a["rule"] != "relevance" and a["contribution"]:
                 grouped.setdefault((a["rule"], round(a["contribution"], 3)), []).append(block.rank)
     return [

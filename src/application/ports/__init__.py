@@ -121,6 +121,8 @@ from lookup_knowledge.application.ports.search import (
     KnowledgeSearchHit,
     KnowledgeSearchPort,
     KnowledgeSearchRequest,
+    RankedList,
+    RankedListSource,
     SearchCapabilities,
 )
 
@@ -171,6 +173,8 @@ __all__ = [
     "NoTelemetry",
     "Qrels",
     "QualitySummary",
+    "RankedList",
+    "RankedListSource",
     "RankingMetrics",
     "RecordOutcome",
     "Reranker",

@@ -104,6 +104,35 @@ class SearchCapabilities:
     server_version: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class RankedList:
+    """One mode's hits (DENSE or SPARSE), as the engine ranked them, each with its own
+    raw score (``cosine`` or ``bm25``) and the request's calibration."""
+
+    mode: SearchMode
+    hits: tuple[KnowledgeSearchHit, ...]
+
+
+class RankedListSource(ABC):
+    """An engine seen as what it does itself: one ranked list per search mode, grouped by
+    document where the engine can. Fusion, client-side grouping and the choice between
+    them are the application's (``application.hybrid_search.HybridSearch``)."""
+
+    @abstractmethod
+    def ranked_lists(
+        self, request: KnowledgeSearchRequest, *, limit: int, group_size: int | None
+    ) -> tuple[RankedList, ...]:
+        """The lists ``request.mode`` is made of (HYBRID: the dense and the sparse one),
+        each at most ``limit`` long (``limit`` documents of at most ``group_size`` hits
+        each when ``group_size`` is set; only asked of an engine with native grouping).
+        The request is checked against what the engine holds (``SearchError``); a list
+        nothing can match is empty or absent."""
+
+    @abstractmethod
+    def native_grouping(self) -> bool:
+        """Whether the engine groups hits by document itself."""
+
+
 class KnowledgeSearchPort(ABC):
     """Fetches candidates for a query. Raises ``SearchError`` subclasses only."""
 

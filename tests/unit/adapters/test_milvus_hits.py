@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pymilvus.client.search_result import Hit
 
-from lookup_knowledge.adapters.milvus.search import _flat
+from lookup_knowledge.adapters.milvus.hits import flat_hit as _flat
 
 
 def test_a_hit_becomes_one_plain_dict_of_key_distance_and_fields() -> None:
