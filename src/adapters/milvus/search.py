@@ -39,7 +39,6 @@ from lookup_knowledge.adapters.milvus.collection import KnowledgeCollection
 from lookup_knowledge.adapters.milvus.connection import MilvusConnection, ServerCapabilities
 from lookup_knowledge.adapters.milvus.errors import DRIVER_ERRORS, collection_missing, translate
 from lookup_knowledge.adapters.milvus.filters import access_filter, all_of, eq
-from lookup_knowledge.adapters.milvus.lite_dense import index_ef, lite_dense, lite_dense_search
 from lookup_knowledge.adapters.milvus.hits import (
     RowReader,
     fits,
@@ -49,6 +48,7 @@ from lookup_knowledge.adapters.milvus.hits import (
     row_key,
     storable_keys,
 )
+from lookup_knowledge.adapters.milvus.lite_dense import index_ef, lite_dense, lite_dense_search
 from lookup_knowledge.adapters.milvus.schema import (
     ACCESS_FIELDS,
     BM25_TEXT,
