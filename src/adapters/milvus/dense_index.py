@@ -1,39 +1,20 @@
 """Dense search for Milvus Lite through FAISS HNSW: a vector index kept beside the Lite file.
 
-Why: Milvus Lite 3.2 filters every row of every segment in Python on each search
-(``_build_local_mask``, 66 % of a search at 100k chunks; the FAISS call itself is
-0.6 ms): a dense lookup cost 8 ms at 5k chunks and 144 ms at 100k. This index answers
-the same search in 2-4 ms from 5k to 100k chunks (``bench_scaling.py``). A Milvus server keeps
-using its own index. FAISS is installed with milvus-lite (it builds Lite's own HNSW);
-hnswlib and usearch measured no better (``benchmarks/bench_dense_libraries.py``).
+Why: Milvus Lite filters every row in Python on each search, so its dense lookup grows
+with the collection; this index stays flat (figures: benchmarks/README.md,
+``bench_scaling.py``, ``bench_dense_libraries.py``). A Milvus server keeps its own index.
 
-What is indexed: per chunk row its evidence key, its document key
-(``storage_key(tenant, doc_id)``), the fields a search filters on (category, tenant,
-allowed groups, public) and its vector, normalised (inner product = cosine, Lite's
-``COSINE`` score). Milvus Lite stays the store of record: a search returns keys and
-scores, and the rows' fields (text included) are read from Lite by primary key.
+Milvus Lite stays the store of record: a search returns evidence keys and cosine scores,
+and the rows' fields are read from Lite by primary key. Filters are exact: the rows a
+request may see are a bitmap; up to ``exact_rows`` of them are searched exactly, more
+through the graph with the bitmap as FAISS' ``IDSelector``, and a search that cannot
+prove its top-k complete is answered exactly.
 
-Filters are exact: the rows a request may see (``category`` equal, ``can_see`` under
-an enforced ``AccessScope``, not deleted) are a bitmap; when they are few
-(``exact_rows``, filtered or not) the top-k is computed exactly over them, otherwise
-HNSW searches with the bitmap as FAISS' ``IDSelector`` (only those rows are returned)
-and an ``ef`` raised by the filter's selectivity; a search that returns fewer hits than ``min(limit, rows
-in the filter)`` (the proof that the top-k is complete fails) is answered exactly.
-
-Where: ``<lite folder>/lookup_knowledge_dense/<collection>/``: ``index.bin`` (one file:
-a JSON header with the format, the build parameters and the rows' keys and filter
-fields, then the serialised FAISS index; written to a temporary file, fsync'd and
-renamed over the old one) and ``pending.jsonl``, the journal.
-
-Consistency with the Milvus rows follows the full-text index's rules (``fulltext.py``):
-document keys are journalled (fsync'd) before every Milvus write; the change is applied
-here in memory after it; ``settle`` (the store's ``seal``, after Milvus' flush) writes
-the index file and then clears the journal. On open, a journal left by a crash makes
-the index re-read exactly those documents from Milvus; a missing or foreign file (other
-format, dimension or build parameters, unreadable) or a row count that differs from the
-collection's rebuilds the index from Milvus. A write that fails in this process marks
-the index for the same repair before its next use. Deleted rows stay in the graph,
-excluded by the bitmap, until ``settle`` finds them a fifth of the index and compacts it.
+Consistency with Milvus follows the full-text index's rules (``fulltext.py``): document
+keys journalled before every Milvus write, the file (``index.bin``: a JSON header, then
+the FAISS index) replaced atomically at ``settle``, a crash's journal re-read from
+Milvus on open, and a missing, foreign or miscounted file rebuilt from Milvus. The
+layout and the rules are in docs/operations.md.
 """
 
 from __future__ import annotations
@@ -46,19 +27,25 @@ import shutil
 import struct
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from lookup_knowledge.adapters.durable_files import FSYNCED, DurableFiles
+from lookup_knowledge.adapters.milvus.dense_rows import (
+    DENSE_DIR,
+    Codes,
+    DenseRow,
+    DenseRowReader,
+    available,
+    dense_root,
+    faiss_module,
+)
 from lookup_knowledge.domain.access import UNRESTRICTED, AccessScope
 
 logger = logging.getLogger(__name__)
 
-#: The folder inside a Milvus Lite folder that holds one dense index per collection.
-DENSE_DIR = "lookup_knowledge_dense"
 #: Format of ``index.bin``: another value is rebuilt from Milvus.
 FORMAT = 1
 _MAGIC = b"LKDENSE\x00"
@@ -73,61 +60,6 @@ EXACT_ROWS = 32_768
 MAX_EF_FACTOR = 16
 #: Deleted rows past this share of the graph: ``settle`` rebuilds it from the live rows.
 COMPACT_SHARE = 0.2
-
-
-@dataclass(frozen=True, slots=True)
-class DenseRow:
-    """One chunk row as the index keeps it."""
-
-    key: str
-    doc_key: str
-    vector: Sequence[float]
-    category: str = ""
-    tenant: str = ""
-    allowed_groups: tuple[str, ...] = ()
-    public: bool = False
-
-
-#: Reads rows from Milvus: all of them (None) or those of the given document keys.
-DenseRowReader = Callable[[Sequence[str] | None], Iterable[DenseRow]]
-
-
-def dense_root(lite_path: str, collection: str) -> Path:
-    return Path(lite_path) / DENSE_DIR / collection
-
-
-def _faiss() -> Any:
-    """The ``faiss`` module (imported on first use; typed loosely: its stubs lag the API)."""
-    import faiss
-
-    return faiss
-
-
-def available() -> bool:
-    """True when FAISS can be imported (milvus-lite depends on ``faiss-cpu``)."""
-    try:
-        import faiss  # noqa: F401
-    except ImportError:  # pragma: no cover - installed with milvus-lite
-        return False
-    return True
-
-
-class _Codes:
-    """Strings as small integers (category and tenant columns)."""
-
-    def __init__(self) -> None:
-        self.names: list[str] = []
-        self._ids: dict[str, int] = {}
-
-    def code(self, name: str) -> int:
-        found = self._ids.get(name)
-        if found is None:
-            found = self._ids[name] = len(self.names)
-            self.names.append(name)
-        return found
-
-    def find(self, name: str) -> int:
-        return self._ids.get(name, -1)
 
 
 class DenseIndex:
@@ -158,16 +90,16 @@ class DenseIndex:
         self._reset()
 
     def _reset(self) -> None:
-        faiss = _faiss()
+        faiss = faiss_module()
         self._index: Any = faiss.IndexHNSWFlat(
             self._dimension, self._params["m"], faiss.METRIC_INNER_PRODUCT
         )
         self._index.hnsw.efConstruction = self._params["efConstruction"]
         self._keys: list[str] = []
         self._doc_keys: list[str] = []
-        self._categories = _Codes()
-        self._tenants = _Codes()
-        self._groups = _Codes()
+        self._categories = Codes()
+        self._tenants = Codes()
+        self._groups = Codes()
         self._category: list[int] = []
         self._tenant: list[int] = []
         self._row_groups: list[tuple[int, ...]] = []
@@ -208,7 +140,7 @@ class DenseIndex:
 
     def _load(self) -> bool:
         """Read ``index.bin``; False (nothing loaded) when it is missing or foreign."""
-        faiss = _faiss()
+        faiss = faiss_module()
         path = self._root / _FILE
         try:
             data = path.read_bytes()
@@ -310,7 +242,7 @@ class DenseIndex:
             self._clear_journal()
 
     def _write(self) -> None:
-        faiss = _faiss()
+        faiss = faiss_module()
         header = {
             "format": FORMAT,
             "dimension": self._dimension,
@@ -460,7 +392,7 @@ class DenseIndex:
         return len(self._by_key)
 
     def _vectors(self) -> np.ndarray:
-        faiss = _faiss()
+        faiss = faiss_module()
         storage = faiss.downcast_index(self._index.storage)
         total = int(self._index.ntotal)
         if total == 0:
@@ -525,7 +457,7 @@ class DenseIndex:
     ) -> list[tuple[str, float]]:
         """The ``limit`` rows nearest ``vector`` (cosine, best first) among those that
         match every ``where`` field exactly and that ``access`` may see."""
-        faiss = _faiss()
+        faiss = faiss_module()
         query = self._query(vector)
         if limit < 1:
             return []

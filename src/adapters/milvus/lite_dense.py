@@ -13,8 +13,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lookup_knowledge.adapters.milvus.collection import KnowledgeCollection
-from lookup_knowledge.adapters.milvus.dense_index import DenseIndex, DenseRow, dense_root
-from lookup_knowledge.adapters.milvus.dense_index import available as dense_available
+from lookup_knowledge.adapters.milvus.dense_index import DenseIndex
+from lookup_knowledge.adapters.milvus.dense_rows import DenseRow, dense_root
+from lookup_knowledge.adapters.milvus.dense_rows import available as dense_available
 from lookup_knowledge.adapters.milvus.filters import in_list, string_literal
 from lookup_knowledge.adapters.milvus.schema import (
     ACCESS_PUBLIC,

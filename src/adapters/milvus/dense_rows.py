@@ -1,0 +1,78 @@
+"""What the dense index beside Milvus Lite is made of: its rows, where it lives, the
+FAISS module (imported on first use) and the small string codes of its filter columns."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: The folder inside a Milvus Lite folder that holds one dense index per collection.
+DENSE_DIR = "lookup_knowledge_dense"
+
+
+@dataclass(frozen=True, slots=True)
+class DenseRow:
+    """One chunk row as the index keeps it."""
+
+    key: str
+    doc_key: str
+    vector: Sequence[float]
+    category: str = ""
+    tenant: str = ""
+    allowed_groups: tuple[str, ...] = ()
+    public: bool = False
+
+
+#: Reads rows from Milvus: all of them (None) or those of the given document keys.
+DenseRowReader = Callable[[Sequence[str] | None], Iterable[DenseRow]]
+
+
+def dense_root(lite_path: str, collection: str) -> Path:
+    return Path(lite_path) / DENSE_DIR / collection
+
+
+def faiss_module() -> Any:
+    """The ``faiss`` module (imported on first use; typed loosely: its stubs lag the API)."""
+    import faiss
+
+    return faiss
+
+
+def available() -> bool:
+    """True when FAISS can be imported (milvus-lite depends on ``faiss-cpu``)."""
+    try:
+        import faiss  # noqa: F401
+    except ImportError:  # pragma: no cover - installed with milvus-lite
+        return False
+    return True
+
+
+class Codes:
+    """Strings as small integers (category and tenant columns)."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self._ids: dict[str, int] = {}
+
+    def code(self, name: str) -> int:
+        found = self._ids.get(name)
+        if found is None:
+            found = self._ids[name] = len(self.names)
+            self.names.append(name)
+        return found
+
+    def find(self, name: str) -> int:
+        return self._ids.get(name, -1)
+
+
+__all__ = [
+    "DENSE_DIR",
+    "Codes",
+    "DenseRow",
+    "DenseRowReader",
+    "available",
+    "dense_root",
+    "faiss_module",
+]
