@@ -108,7 +108,7 @@ from lookup_knowledge.domain.fusion import (
 from lookup_knowledge.domain.identity import extract_identity, split_chunk_key
 from lookup_knowledge.domain.model import SearchMode
 from lookup_knowledge.domain.postprocess import group_by_document
-from lookup_knowledge.domain.relevance import HitCalibration, ScoreKind
+from lookup_knowledge.domain.relevance import HitCalibration, QueryConcepts, ScoreKind
 
 MAX_TOP_K = 16384  # Milvus' topk limit
 #: HNSW search depth: the smallest ef whose top 50 held >= 0.995 of the exact top 50
@@ -429,10 +429,8 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
         else:
             raw = self._run(request, query, expression, output_fields, request.top_k, group)
         calibration = HitCalibration(
-            # None for a query the analyzer expanded (Chinese glosses): its expansion
-            # terms are alternatives, so the sum of their idf is no reachable score.
-            bm25_reference=self._bm25_reference(query_terms)
-            if query_terms and query_terms == self._text.analyse(request.query_text)
+            bm25_reference=self._bm25_reference(self._text.query_concepts(request.query_text))
+            if query_terms
             else None,
             dense_background=self._collection.background() if vector is not None else None,
         )
@@ -628,7 +626,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
                 return kept
             limit = min(MAX_TOP_K, limit * 4)
 
-    def _bm25_reference(self, terms: str) -> float | None:
+    def _bm25_reference(self, concepts: QueryConcepts) -> float | None:
         """What the query's BM25 scores are read against (``HitCalibration``): known
         where the index's statistics are readable (the Lite full-text index); a Milvus
         server does not expose them, and its scores fall back to ``normalise_relevance``."""
@@ -636,7 +634,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort):
         if index is None:
             return None
         try:
-            return index.reference(terms)
+            return index.reference(concepts)
         except (OSError, ValueError) as error:
             raise SearchUnavailable(
                 f"the full-text index of {self._collection.where} failed: {error}"

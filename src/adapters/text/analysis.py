@@ -38,6 +38,7 @@ from lookup_knowledge.adapters.text.glosses import (
 )
 from lookup_knowledge.application.ports import TextAnalyzer
 from lookup_knowledge.domain.errors import ConfigurationError
+from lookup_knowledge.domain.relevance import concepts_of_terms
 
 #: Lucene's ``EnglishAnalyzer.ENGLISH_STOP_WORDS_SET`` (also Elasticsearch ``_english_``).
 ENGLISH_STOP_WORDS = frozenset(
@@ -300,6 +301,58 @@ class SnowballJiebaAnalyzer(TextAnalyzer):
                 if len(extra) == MAX_GLOSS_TERMS:
                     break
         return [*terms, *extra]
+
+    def query_concepts(self, text: str) -> tuple[tuple[tuple[str, ...], ...], ...]:
+        """``query_terms`` grouped by what they translate: a Chinese word of the query is
+        one concept whose forms are its own pieces (``terms``: the word and the
+        dictionary words inside it) and each English sense whose terms the query sends;
+        every other term (English words, a query without glosses) is its own concept.
+        The BM25 reference counts each concept once, in its cheapest form
+        (``domain.relevance.query_reference``), so a question asked in Chinese about
+        an English document is read against what an English chunk can hold."""
+        sent = self.query_terms(text)
+        if self._glosses is None or not text or len(sent) == len(self.terms(text)):
+            return concepts_of_terms(sent)
+        available = set(sent)
+        concepts: list[tuple[tuple[str, ...], ...]] = []
+        normalised = unicodedata.normalize("NFKC", text).casefold()
+        words: list[str] = []
+        for match in _RUN.finditer(normalised):
+            han, word = match.group(1), match.group(2)
+            if han is None:
+                if word not in self._stop:
+                    words.append(word[:_MAX_TERM_CHARS])
+                continue
+            concepts.extend(concepts_of_terms(list(self._words(words))))
+            words = []
+            concepts.extend(self._han_concepts(han, available))
+        concepts.extend(concepts_of_terms(list(self._words(words))))
+        return tuple(concepts)
+
+    def _han_concepts(self, run: str, available: set[str]) -> Iterable[tuple[tuple[str, ...], ...]]:
+        """Per word of a Han run (jieba's default cut): its search-mode pieces (the ones
+        ``terms`` gives for the run, each given to the word that spans it) and the forms
+        of its glosses whose terms are all in ``available`` (the terms the query sends)."""
+        assert self._glosses is not None
+        spans: list[tuple[str, int, int, list[str]]] = [
+            (word, start, end, []) for word, start, end in _jieba().tokenize(run)
+        ]
+        for piece, start, end in _jieba().tokenize(run, "search"):
+            if not (piece.strip() and piece not in self._stop and piece.isalnum()):
+                continue
+            for _word, w_start, w_end, pieces in spans:
+                if w_start <= start and end <= w_end:
+                    pieces.append(piece)
+                    break
+        for word, _start, _end, pieces in spans:
+            forms: list[tuple[str, ...]] = [tuple(pieces)] if pieces else []
+            if len(word) >= 2 and word not in self._stop:
+                for sense in self._glosses.senses(word, self._gloss_senses):
+                    form = tuple(self.terms(sense))
+                    if form and available.issuperset(form):
+                        forms.append(form)
+            if forms:
+                yield tuple(forms)
 
     def _words(self, words: list[str]) -> Iterable[str]:
         if self._stemmer is None:
