@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -114,8 +114,9 @@ class HitCalibration:
     """What the engine knows to put one search's raw scores on the evidence scale.
 
     ``bm25_reference``: the BM25 score of an average-length chunk that holds each query
-    term once (``sum idf(t)`` over the analysed query terms, with the engine's own idf;
-    a term the collection has never seen counts at the idf of a term in no chunk).
+    concept once (``query_reference``: ``sum idf(t)`` over the analysed query terms, with
+    the engine's own idf, or for an expanded query the cheapest form of each concept; a
+    term the collection has never seen counts as if one chunk held it).
     ``dense_background``: the collection's ``DenseBackground``.
     """
 
@@ -148,6 +149,34 @@ def reference_idf(documents: int, containing: int) -> float:
     since in a collection of one or two chunks every present term has the lowest idf;
     in a large one the two differ by a few percent."""
     return bm25_idf(documents, max(containing, 1))
+
+
+#: What a BM25 query asks for, as its reference counts it: one entry per concept of the
+#: query, each the forms a chunk can hold the concept in, each form the analysed terms
+#: that match it. A query without expansion has one single-term form per term.
+QueryConcepts = Sequence[Sequence[Sequence[str]]]
+
+
+def concepts_of_terms(terms: Sequence[str]) -> tuple[tuple[tuple[str], ...], ...]:
+    """The concepts of a query that is searched for exactly its ``terms``: each term
+    its own concept with one form (a repeated term counts twice, as BM25 scores it)."""
+    return tuple(((term,),) for term in terms)
+
+
+def query_reference(concepts: QueryConcepts, idf: Callable[[str], float]) -> float | None:
+    """The query's BM25 reference: the score of an average-length chunk that holds each
+    concept once, in the form that scores least (``sum idf`` of its terms; ``idf`` is
+    ``reference_idf`` with the engine's statistics). For a query of plain terms this is
+    ``sum idf(t)``; for a query whose analyzer added alternatives (English glosses of a
+    Chinese word) a concept is met by any one of its forms, so the sum of every
+    alternative's idf is no score a chunk could reach, and the dearest form would ask an
+    English chunk to hold the Chinese word. None for a query without terms."""
+    total = 0.0
+    for forms in concepts:
+        costs = [sum(idf(term) for term in form) for form in forms if form]
+        if costs:
+            total += min(costs)
+    return total if total > 0 and math.isfinite(total) else None
 
 
 def bm25_evidence(score: float, reference: float) -> float:

@@ -20,6 +20,19 @@ OFF_TOPIC = [
     "What is a good marinade for grilled salmon?",
     "Which team won the 1966 football World Cup final?",
     "How do I get red wine out of a carpet?",
+    # in Chinese: answered from BM25 alone (the English embedder cannot read them), with
+    # the English glosses of their words; each Chinese word counts once in the reference
+    "法国的首都是哪里",
+    "红烧肉怎么做才好吃",
+    "一支足球队上场有几名球员",
+    "感冒发烧应该吃什么药",
+]
+
+#: Mixed Chinese and English questions about English documents: glossed, and read
+#: against their own BM25 reference (without one, hybrid found nothing for them).
+MIXED = [
+    ("HAProxy 健康检查的配置", "load-balancer-health-checks.md"),
+    ("PITR 时间点恢复的步骤", "backup-restore-pitr.md"),
 ]
 
 
@@ -50,3 +63,13 @@ def test_the_corpus_own_questions_are_found(app: LookupApp) -> None:
         assert result["found"], question["query"]
         ids = [b["document_id"] for b in result["evidenceBlocks"]]
         assert any(question["expected_doc"] in i for i in ids), (question, ids)
+
+
+@pytest.mark.parametrize(("query", "expected"), MIXED)
+def test_a_mixed_language_question_about_an_english_document_is_found(
+    app: LookupApp, query: str, expected: str
+) -> None:
+    result = app.lookup(query, session_id="mixed")
+    assert result["found"], result["message"]
+    ids = [b["document_id"] for b in result["evidenceBlocks"]]
+    assert any(expected in i for i in ids[:5]), ids

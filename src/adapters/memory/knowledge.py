@@ -60,6 +60,7 @@ from lookup_knowledge.domain.relevance import (
     HitCalibration,
     ScoreKind,
     measure_background,
+    query_reference,
     reference_idf,
 )
 
@@ -299,16 +300,17 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore, RankedListSourc
         return self._background
 
     def _bm25_reference(self, text: str) -> float | None:
-        """The score of an average-length row holding each query term once: the sum of
-        the terms' idf over every row (a term no row holds as if one did: ``reference_idf``)."""
-        terms = set(self._text.query_terms(text))
-        if not terms or not self._rows or terms != set(self._text.terms(text)):
-            # None for an expanded query (Chinese glosses): its expansion terms are
-            # alternatives, so the sum of their idf is no reachable score.
+        """The score of an average-length row holding each query concept once, in its
+        cheapest form (``query_reference``), with the terms' idf over every row (a term
+        no row holds as if one did: ``reference_idf``). Each distinct concept once, as
+        ``_bm25`` scores each distinct term once."""
+        concepts = tuple(dict.fromkeys(self._text.query_concepts(text)))
+        if not concepts or not self._rows:
             return None
         n = len(self._rows)
-        return sum(
-            reference_idf(n, sum(1 for r in self._rows.values() if t in r.tokens)) for t in terms
+        return query_reference(
+            concepts,
+            lambda t: reference_idf(n, sum(1 for r in self._rows.values() if t in r.tokens)),
         )
 
     def _bm25(self, rows: list[_Row], text: str) -> list[tuple[_Row, float]]:

@@ -48,7 +48,7 @@ from typing import Any
 
 from lookup_knowledge.adapters.durable_files import FSYNCED, DurableFiles
 from lookup_knowledge.domain.access import UNRESTRICTED, AccessScope, storage_key
-from lookup_knowledge.domain.relevance import reference_idf
+from lookup_knowledge.domain.relevance import QueryConcepts, query_reference, reference_idf
 
 logger = logging.getLogger(__name__)
 
@@ -440,20 +440,21 @@ class FullTextIndex:
             out.append(row)
         return out
 
-    def reference(self, terms: str) -> float | None:
-        """The BM25 score of an average-length row holding each of the analysed
-        ``terms`` once: the sum of their idf as tantivy computes it (statistics over the
-        whole index, like the scores; a term no row holds as if one did: ``reference_idf``).
-        None for no terms or an empty index."""
-        words = terms.split()
-        if not words:
+    def reference(self, concepts: QueryConcepts) -> float | None:
+        """The BM25 score of an average-length row holding each query concept once, in
+        its cheapest form (``query_reference``), with the idf tantivy computes
+        (statistics over the whole index, like the scores; a term no row holds as if
+        one did: ``reference_idf``). None for no terms or an empty index."""
+        if not any(form for forms in concepts for form in forms):
             return None
         self._ensure_open()
         searcher = self._searcher_now()
         documents = int(searcher.num_docs)
         if documents < 1:
             return None
-        return sum(reference_idf(documents, int(searcher.doc_freq("terms", w))) for w in words)
+        return query_reference(
+            concepts, lambda term: reference_idf(documents, int(searcher.doc_freq("terms", term)))
+        )
 
     def _visible(self, access: AccessScope) -> Any:
         """``can_see`` as a query: public, or the principal's tenant and (no groups on

@@ -87,7 +87,7 @@ from lookup_knowledge.domain.errors import (
 from lookup_knowledge.domain.fusion import check_fusion_parameters
 from lookup_knowledge.domain.identity import extract_identity
 from lookup_knowledge.domain.model import SearchMode
-from lookup_knowledge.domain.relevance import HitCalibration, ScoreKind
+from lookup_knowledge.domain.relevance import HitCalibration, QueryConcepts, ScoreKind
 
 MAX_TOP_K = 16384  # Milvus' topk limit
 #: HNSW search depth: the smallest ef whose top 50 held >= 0.995 of the exact top 50
@@ -313,10 +313,8 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort, RankedListSource):
         except DRIVER_ERRORS as error:
             raise translate(error, f"{mode.value} search", self._collection.where) from error
         calibration = HitCalibration(
-            # None for a query the analyzer expanded (Chinese glosses): its expansion
-            # terms are alternatives, so the sum of their idf is no reachable score.
-            bm25_reference=self._bm25_reference(query.terms)
-            if query.terms and query.terms == self._text.analyse(request.query_text)
+            bm25_reference=self._bm25_reference(self._text.query_concepts(request.query_text))
+            if query.terms
             else None,
             dense_background=self._collection.background() if query.vector is not None else None,
         )
@@ -482,7 +480,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort, RankedListSource):
             sparse = []  # a query of stop words only: the dense list alone
         return {SearchMode.DENSE: dense, SearchMode.SPARSE: sparse}
 
-    def _bm25_reference(self, terms: str) -> float | None:
+    def _bm25_reference(self, concepts: QueryConcepts) -> float | None:
         """What the query's BM25 scores are read against (``HitCalibration``): known
         where the index's statistics are readable (the Lite full-text index); a Milvus
         server does not expose them, and its scores fall back to ``normalise_relevance``."""
@@ -490,7 +488,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort, RankedListSource):
         if index is None:
             return None
         try:
-            return index.reference(terms)
+            return index.reference(concepts)
         except (OSError, ValueError) as error:
             raise SearchUnavailable(
                 f"the full-text index of {self._collection.where} failed: {error}"

@@ -38,6 +38,7 @@ from lookup_knowledge.adapters.text.glosses import (
 )
 from lookup_knowledge.application.ports import TextAnalyzer
 from lookup_knowledge.domain.errors import ConfigurationError
+from lookup_knowledge.domain.relevance import concepts_of_terms
 
 #: Lucene's ``EnglishAnalyzer.ENGLISH_STOP_WORDS_SET`` (also Elasticsearch ``_english_``).
 ENGLISH_STOP_WORDS = frozenset(
@@ -287,8 +288,8 @@ class SnowballJiebaAnalyzer(TextAnalyzer):
             if run is None:
                 continue
             for word in _jieba().cut(run):
-                if len(word) >= 2 and word not in self._stop:
-                    senses.extend(self._glosses.senses(word, self._gloss_senses))
+                for _part, _start, _end, glosses in self._word_glosses(word):
+                    senses.extend(glosses)
         if not senses:
             return terms
         seen = set(terms)
@@ -300,6 +301,91 @@ class SnowballJiebaAnalyzer(TextAnalyzer):
                 if len(extra) == MAX_GLOSS_TERMS:
                     break
         return [*terms, *extra]
+
+    def query_concepts(self, text: str) -> tuple[tuple[tuple[str, ...], ...], ...]:
+        """``query_terms`` grouped by what they translate: a Chinese word of the query is
+        one concept whose forms are its own pieces (``terms``: the word and the
+        dictionary words inside it) and each English sense whose terms the query sends;
+        every other term (English words, a query without glosses) is its own concept.
+        The BM25 reference counts each concept once, in its cheapest form
+        (``domain.relevance.query_reference``), so a question asked in Chinese about
+        an English document is read against what an English chunk can hold."""
+        sent = self.query_terms(text)
+        if self._glosses is None or not text or len(sent) == len(self.terms(text)):
+            return concepts_of_terms(sent)
+        available = set(sent)
+        concepts: list[tuple[tuple[str, ...], ...]] = []
+        normalised = unicodedata.normalize("NFKC", text).casefold()
+        words: list[str] = []
+        for match in _RUN.finditer(normalised):
+            han, word = match.group(1), match.group(2)
+            if han is None:
+                if word not in self._stop:
+                    words.append(word[:_MAX_TERM_CHARS])
+                continue
+            concepts.extend(concepts_of_terms(list(self._words(words))))
+            words = []
+            concepts.extend(self._han_concepts(han, available))
+        concepts.extend(concepts_of_terms(list(self._words(words))))
+        return tuple(concepts)
+
+    def _word_glosses(self, word: str) -> list[tuple[str, int, int, tuple[str, ...]]]:
+        """The dictionary words that gloss ``word``, each with its span in ``word`` and
+        its first senses: the word itself when the dictionary has it; else the longest
+        dictionary words inside it, left to right, without overlap (a compound the
+        dictionary lacks is translated through its parts: 健康检查 -> 健康 + 检查,
+        the textbook fallback of dictionary-based query translation)."""
+        if self._glosses is None or len(word) < 2 or word in self._stop:
+            return []
+        senses = self._glosses.senses(word, self._gloss_senses)
+        if senses:
+            return [(word, 0, len(word), senses)]
+        parts: list[tuple[str, int, int, tuple[str, ...]]] = []
+        covered = 0
+        pieces = sorted(_jieba().tokenize(word, "search"), key=lambda p: (p[1], p[1] - p[2]))
+        for piece, start, end in pieces:
+            if start < covered or piece == word or len(piece) < 2 or piece in self._stop:
+                continue
+            found = self._glosses.senses(piece, self._gloss_senses)
+            if found:
+                parts.append((piece, start, end, found))
+                covered = end
+        return parts
+
+    def _han_concepts(self, run: str, available: set[str]) -> Iterable[tuple[tuple[str, ...], ...]]:
+        """Per word of a Han run (jieba's default cut): its search-mode pieces (the ones
+        ``terms`` gives for the run, each given to the word that spans it) and the forms
+        of its glosses whose terms are all in ``available`` (the terms the query sends).
+        A word glossed through its parts gives a concept per part; its pieces that no
+        part spans (the compound itself, an untranslated character's word) form one
+        more concept unless the parts span every character."""
+        words: list[tuple[str, int, int, list[tuple[str, int, int]]]] = [
+            (word, start, end, []) for word, start, end in _jieba().tokenize(run)
+        ]
+        for piece, start, end in _jieba().tokenize(run, "search"):
+            if not (piece.strip() and piece not in self._stop and piece.isalnum()):
+                continue
+            for _word, w_start, w_end, pieces in words:
+                if w_start <= start and end <= w_end:
+                    pieces.append((piece, start, end))
+                    break
+        for word, w_start, _w_end, pieces in words:
+            rest = list(pieces)
+            spanned: set[int] = set()
+            for _part, start, end, senses in self._word_glosses(word):
+                a, b = w_start + start, w_start + end
+                own = [p for p in rest if a <= p[1] and p[2] <= b]
+                rest = [p for p in rest if p not in own]
+                spanned.update(range(start, end))
+                forms = [tuple(p[0] for p in own)] if own else []
+                for sense in senses:
+                    form = tuple(self.terms(sense))
+                    if form and available.issuperset(form):
+                        forms.append(form)
+                if forms:
+                    yield tuple(forms)
+            if rest and len(spanned) < len(word):
+                yield (tuple(p[0] for p in rest),)
 
     def _words(self, words: list[str]) -> Iterable[str]:
         if self._stemmer is None:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
+from lookup_knowledge.domain.relevance import concepts_of_terms
+
 
 class TextAnalyzer(ABC):
     @property
@@ -38,6 +40,14 @@ class TextAnalyzer(ABC):
         words). Documents are analysed by ``terms`` alone, so query-side additions
         never need a re-ingest."""
         return self.terms(text)
+
+    def query_concepts(self, text: str) -> tuple[tuple[tuple[str, ...], ...], ...]:
+        """What the BM25 query for ``text`` asks for, as its relevance reference counts
+        it (``domain.relevance.query_reference``): per concept of the query, the forms a
+        chunk can hold it in, each the analysed terms of ``query_terms`` that match it.
+        An analyzer that adds alternatives (glosses) groups them with the word they
+        translate; without additions every query term is a concept of one form."""
+        return concepts_of_terms(self.query_terms(text))
 
     def analyse_query(self, text: str) -> str:
         return " ".join(self.query_terms(text))

@@ -125,3 +125,42 @@ def test_the_lazy_dictionary_gives_every_word_the_senses_the_full_parse_gives() 
     others = [word for word in indexed._index if word not in full]
     assert others  # one-sense-less and proper-name lines are indexed but give nothing
     assert all(lazy.senses(word, MAX_SENSES) == () for word in others)
+
+
+def test_a_compound_the_dictionary_lacks_is_glossed_through_its_parts() -> None:
+    """健康检查 (health check) is not in CC-CEDICT; its parts 健康 and 检查 are."""
+    analyzer = SnowballJiebaAnalyzer(chinese_query_glosses=3)
+    terms = analyzer.query_terms("HAProxy 健康检查的配置")
+    assert {"health", "inspect", "configur"} <= set(terms)
+    concepts = analyzer.query_concepts("HAProxy 健康检查的配置")
+    assert (("haproxi",),) in concepts
+    assert any(("健康",) in forms and ("health",) in forms for forms in concepts)
+    assert any(("检查",) in forms and ("inspect",) in forms for forms in concepts)
+
+
+def test_each_glossed_word_is_one_concept_whose_forms_are_the_word_and_its_senses() -> None:
+    analyzer = SnowballJiebaAnalyzer(chinese_query_glosses=3, glosses=ChineseGlosses(TABLE))
+    concepts = analyzer.query_concepts("rollback 日志磁盘满了")
+    assert concepts[0] == (("rollback",),)
+    assert (("日志",), ("journal",), ("log",)) in concepts
+    assert (("磁盘",), ("disk",)) in concepts
+    # a query without glosses: every term is its own concept of one form
+    assert analyzer.query_concepts("the disk is full") == tuple(
+        ((t,),) for t in analyzer.query_terms("the disk is full")
+    )
+
+
+@given(
+    st.text(
+        alphabet=st.sampled_from("日志服务器磁盘满了回滚做法北京健康检查 disk,Log-3"), max_size=40
+    )
+)
+def test_every_form_of_a_concept_is_made_of_terms_the_query_sends(text: str) -> None:
+    analyzer = SnowballJiebaAnalyzer(chinese_query_glosses=3)
+    sent = set(analyzer.query_terms(text))
+    concepts = analyzer.query_concepts(text)
+    assert all(form and set(form) <= sent for forms in concepts for form in forms)
+    # every term the query's own words give is counted in some concept, unless it is a
+    # compound's whole-word piece beside parts that gloss every character of it
+    counted = {t for forms in concepts for form in forms for t in form}
+    assert all(t.isascii() or t in counted or len(t) > 2 for t in analyzer.terms(text))

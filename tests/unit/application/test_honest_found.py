@@ -153,3 +153,46 @@ def test_the_agent_reads_each_blocks_calibrated_relevance_as_its_score() -> None
     for shown in blocks:
         # the calibrated evidence, not the fused rank score (1.0 for the first of both lists)
         assert shown["score"] == round(strength[shown["document_id"]], 3)
+
+
+def test_a_chinese_question_about_an_english_document_is_read_against_its_own_reference() -> None:
+    """A gloss-expanded query (Chinese words plus their English senses) has a BM25
+    reference of its own: each Chinese word counted once, in its cheapest form, so the
+    English chunk that holds the senses is found, and its relevance is the calibrated
+    share, not the saturation fallback of a query without a reference."""
+    from lookup_knowledge.adapters.text import SnowballJiebaAnalyzer
+    from lookup_knowledge.application.ports import KnowledgeSearchRequest
+    from lookup_knowledge.domain.relevance import bm25_evidence, query_reference, reference_idf
+
+    analyzer = SnowballJiebaAnalyzer(chinese_query_glosses=3)
+    kb = InMemoryKnowledgeBase(analyzer=analyzer)
+    IngestDocuments(store=kb, chunker=MarkdownChunker(chunk_size=400), clock=FakeClock()).execute(
+        StaticDocumentSource(
+            [
+                SourceDocument(
+                    "kb/lb.md", "# HAProxy\n\nHAProxy checks the health of each server."
+                ),
+                SourceDocument("kb/tea.md", "# Tea\n\nBrew green leaves for two minutes."),
+                SourceDocument("kb/dns.md", "# DNS\n\nA record maps a name to an address."),
+            ]
+        )
+    )
+    question = "HAProxy 健康检查"  # health check: the dictionary glosses its parts
+    hits = kb.search(KnowledgeSearchRequest(question, top_k=3, mode=SearchMode.SPARSE))
+    assert hits[0].identity.doc_id == "kb/lb.md"
+    assert hits[0].calibration is not None
+    reference = hits[0].calibration.bm25_reference
+    # three concepts (haproxy, 健康 or "health", 检查 or "inspect"...), each held by at
+    # most one of the three chunks: the reference is three such terms' idf, where the
+    # sum over every term sent would count 健康 and "health" both
+    assert reference == pytest.approx(3 * reference_idf(3, 1))
+    assert reference == pytest.approx(
+        query_reference(analyzer.query_concepts(question), lambda _t: reference_idf(3, 1))
+    )
+    assert bm25_evidence(hits[0].score, reference) > 0.5  # two of the three concepts
+    fx = make_lookup(kb)
+    result = fx.lookup.execute(
+        question, session_id="s", options=LookupOptions(mode=SearchMode.SPARSE)
+    )
+    assert result.found, result.message
+    assert result.evidence_blocks[0].document_id == "kb/lb.md#chunk-0"

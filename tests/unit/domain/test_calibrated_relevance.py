@@ -21,9 +21,11 @@ from lookup_knowledge.domain.relevance import (
     ScoreKind,
     bm25_evidence,
     bm25_idf,
+    concepts_of_terms,
     cosine_evidence,
     hit_relevance,
     measure_background,
+    query_reference,
     relevance_from_evidence,
 )
 from lookup_knowledge.domain.settings import RetrievalSettings
@@ -191,3 +193,41 @@ def test_blocks_far_below_the_best_are_not_padded_in() -> None:
     assert [r.candidate.strength for r in outcome.kept] == [0.9, 0.5, 0.7]
     assert [r.candidate.strength for r in outcome.dropped] == [0.2]
     assert len(drop_far_below_best(_ranked([0.9, 0.01]), 0.0).kept) == 2
+
+
+term_names = st.text(alphabet="abcdef", min_size=1, max_size=3)
+forms_of = st.lists(st.lists(term_names, min_size=1, max_size=3), min_size=1, max_size=4)
+
+
+@given(st.lists(term_names, min_size=1, max_size=8), st.integers(1, 10_000))
+def test_the_reference_of_plain_terms_is_the_sum_of_their_idf(terms: list[str], n: int) -> None:
+    def idf(term: str) -> float:
+        return 1.0 + (hash(term) % 7)
+
+    reference = query_reference(concepts_of_terms(terms), idf)
+    assert reference == pytest.approx(sum(idf(t) for t in terms))
+
+
+@given(st.lists(forms_of, min_size=1, max_size=5), st.lists(term_names, min_size=1, max_size=3))
+def test_another_form_of_a_concept_never_raises_the_reference(
+    concepts: list[list[list[str]]], extra: list[str]
+) -> None:
+    """A concept is held by any one of its forms: the reference counts the cheapest, so
+    an added alternative (a gloss) can only make the query easier to reach, and a
+    chunk holding every concept in its cheapest form reaches it exactly."""
+
+    def idf(term: str) -> float:
+        return 0.5 + len(term)
+
+    before = query_reference(concepts, idf)
+    after = query_reference([[*concepts[0], extra], *concepts[1:]], idf)
+    assert before is not None
+    assert after is not None
+    assert after <= before + 1e-9
+    cheapest = sum(min(sum(idf(t) for t in form) for form in forms) for forms in concepts)
+    assert before == pytest.approx(cheapest)
+
+
+def test_a_query_without_terms_has_no_reference() -> None:
+    assert query_reference([], lambda _t: 1.0) is None
+    assert query_reference([[[]]], lambda _t: 1.0) is None
