@@ -42,6 +42,7 @@ from lookup_knowledge.adapters.milvus.dense_rows import (
     dense_root,
     faiss_module,
 )
+from lookup_knowledge.adapters.milvus.pending_writes import PendingWrites
 from lookup_knowledge.domain.access import UNRESTRICTED, AccessScope
 
 logger = logging.getLogger(__name__)
@@ -50,7 +51,6 @@ logger = logging.getLogger(__name__)
 FORMAT = 1
 _MAGIC = b"LKDENSE\x00"
 _FILE = "index.bin"
-_JOURNAL = "pending.jsonl"
 #: Rows a request may see at most this many: the top-k is computed exactly over them
 #: (one matrix-vector product, a few ms at this size) instead of through the graph, so
 #: a collection of this size or less ranks as exact search does (HNSW's recall@50 falls
@@ -84,6 +84,7 @@ class DenseIndex:
         self._params = {"m": m, "efConstruction": ef_construction}
         self._exact_rows = exact_rows
         self._files = files
+        self._pending = PendingWrites(root, files)
         self._lock = threading.RLock()
         self._opened = False
         self._needs_repair = False
@@ -122,7 +123,7 @@ class DenseIndex:
             if not self._opened:
                 self._open()
             if self._needs_repair:
-                self._repair(self._journal_doc_keys())
+                self._repair(self._pending.doc_keys())
 
     def _open(self) -> None:
         self._root.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -131,7 +132,7 @@ class DenseIndex:
         if not loaded:
             self._rebuild("no usable dense index")
             return
-        pending = self._journal_doc_keys()
+        pending = self._pending.doc_keys()
         if pending:
             self._repair(pending)
         stored = self._count_rows()
@@ -177,7 +178,7 @@ class DenseIndex:
         self._reset()
         self._add(self._read_rows(None))
         self._write()
-        self._clear_journal()
+        self._pending.clear()
         self._needs_repair = False
 
     def _repair(self, doc_keys: Sequence[str]) -> None:
@@ -192,37 +193,17 @@ class DenseIndex:
             self._add(self._read_rows(doc_keys))
             self._write()
         self._needs_repair = False
-        self._clear_journal()
+        self._pending.clear()
 
     # ------------------------------------------------------------------ journal
-
-    def _journal_doc_keys(self) -> list[str]:
-        try:
-            lines = (self._root / _JOURNAL).read_text(encoding="utf-8").splitlines()
-        except FileNotFoundError:
-            return []
-        out: dict[str, None] = {}
-        for line in lines:
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue  # a line torn by the crash: its write never reached Milvus
-            if isinstance(entry, list):
-                out.update((str(d), None) for d in entry)
-        return list(out)
 
     def mark(self, doc_keys: Iterable[str]) -> None:
         """Journal ``doc_keys`` (fsync'd) before Milvus writes them."""
         unique = list(dict.fromkeys(doc_keys))
-        if not unique:
-            return
-        self._ensure_open()
-        line = json.dumps(unique, ensure_ascii=False) + "\n"
-        with self._lock:
-            self._files.append_line(self._root / _JOURNAL, line.encode("utf-8"))
-
-    def _clear_journal(self) -> None:
-        self._files.remove(self._root / _JOURNAL)
+        if unique:  # no document, nothing to open or journal
+            self._ensure_open()
+            with self._lock:
+                self._pending.append(unique)
 
     def failed(self) -> None:
         """A Milvus write failed after ``mark``: repair from Milvus before the next use."""
@@ -234,12 +215,12 @@ class DenseIndex:
             if not self._opened:
                 return  # never opened in this process: the next open checks
             if self._needs_repair:
-                self._repair(self._journal_doc_keys())
+                self._repair(self._pending.doc_keys())
                 return
             if len(self._keys) - len(self._by_key) > COMPACT_SHARE * max(len(self._keys), 1):
                 self._compact()
             self._write()
-            self._clear_journal()
+            self._pending.clear()
 
     def _write(self) -> None:
         faiss = faiss_module()

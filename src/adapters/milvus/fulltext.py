@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from lookup_knowledge.adapters.durable_files import FSYNCED, DurableFiles
+from lookup_knowledge.adapters.milvus.pending_writes import PendingWrites
 from lookup_knowledge.domain.access import UNRESTRICTED, AccessScope, storage_key
 from lookup_knowledge.domain.relevance import QueryConcepts, query_reference, reference_idf
 
@@ -57,7 +58,6 @@ FULLTEXT_DIR = "lookup_knowledge_fulltext"
 #: Format of the index (its fields): another value is rebuilt from Milvus.
 FORMAT = 2  # 2: rows carry their document key (tenant-scoped doc_id)
 _META = "meta.json"
-_JOURNAL = "pending.jsonl"
 _INDEX = "index"
 #: Fields matched exactly (raw, untokenised), usable in ``where``.
 FILTER_FIELDS = ("category",)
@@ -144,6 +144,7 @@ class FullTextIndex:
         """``files``: how the journal and the meta file are made durable."""
         self._root = root
         self._files = files
+        self._pending = PendingWrites(root, files)
         self._analysis = analysis
         self._read_rows = read_rows
         self._count_rows = count_rows
@@ -186,7 +187,7 @@ class FullTextIndex:
             if self._index is None:
                 self._open()
             if self._needs_repair:
-                self._repair(self._journal_doc_ids())
+                self._repair(self._pending.doc_keys())
 
     def _open(self) -> None:
         import tantivy
@@ -213,15 +214,15 @@ class FullTextIndex:
             if self._count_rows():
                 self._rebuild("no usable full-text index")
             self._write_meta()
-            self._clear_journal()
+            self._pending.clear()
             return
-        pending = self._journal_doc_ids()
+        pending = self._pending.doc_keys()
         if pending:
             self._repair(pending)
         indexed, stored = self._searcher_now().num_docs, self._count_rows()
         if indexed != stored:
             self._rebuild(f"it holds {indexed} rows, the collection {stored}")
-            self._clear_journal()
+            self._pending.clear()
 
     def _rebuild(self, why: str) -> None:
         logger.warning("rebuilding the full-text index %s from Milvus: %s", self._root, why)
@@ -248,38 +249,17 @@ class FullTextIndex:
                 writer.add_document(self._document(row))
             self._commit()
         self._needs_repair = False
-        self._clear_journal()
+        self._pending.clear()
 
     # ------------------------------------------------------------------ journal
-
-    def _journal_doc_ids(self) -> list[str]:
-        path = self._root / _JOURNAL
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except FileNotFoundError:
-            return []
-        out: dict[str, None] = {}
-        for line in lines:
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue  # a line torn by the crash: its write never reached Milvus
-            if isinstance(entry, list):
-                out.update((str(d), None) for d in entry)
-        return list(out)
 
     def mark(self, doc_ids: Iterable[str]) -> None:
         """Journal ``doc_ids`` (fsync'd) before Milvus writes them."""
         unique = list(dict.fromkeys(doc_ids))
-        if not unique:
-            return
-        self._ensure_open()
-        line = json.dumps(unique, ensure_ascii=False) + "\n"
-        with self._lock:
-            self._files.append_line(self._root / _JOURNAL, line.encode("utf-8"))
-
-    def _clear_journal(self) -> None:
-        self._files.remove(self._root / _JOURNAL)
+        if unique:  # no document, nothing to open or journal
+            self._ensure_open()
+            with self._lock:
+                self._pending.append(unique)
 
     def failed(self) -> None:
         """A Milvus write failed after ``mark``: repair from Milvus before the next use."""
@@ -291,10 +271,10 @@ class FullTextIndex:
             if self._index is None:
                 return  # never opened in this process: the next open checks
             if self._needs_repair:
-                self._repair(self._journal_doc_ids())
+                self._repair(self._pending.doc_keys())
                 return
             self._commit()
-            self._clear_journal()
+            self._pending.clear()
 
     # ------------------------------------------------------------------ writes
 
