@@ -139,6 +139,11 @@ def lite_dense_search(
     by_key = {str(row.get(PK)): row for row in rows}
     out: list[dict[str, Any]] = []
     for key, score in found:
+        if not _expressible(key):
+            # No filter can read it back; the hit goes on with its key alone, so the
+            # lookup drops it with the reason (a NUL in its id) as Lite's own search did.
+            out.append({PK: key, "distance": score})
+            continue
         row = by_key.get(key)
         if row is not None:  # gone from Lite since the index saw it: not evidence
             out.append({**row, PK: key, "distance": score})
