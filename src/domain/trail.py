@@ -55,15 +55,13 @@ def canonical_json(value: object) -> bytes:
     lone surrogate kept as its code unit). Never raises: a value the writers never
     produce (NaN, infinity, bytes a tamperer stored) is serialised as itself, so it
     hashes differently from anything the record held."""
-    text = json.dumps(
-        value,
-        ensure_ascii=False,
-        separators=(",", ":"),
-        sort_keys=True,
-        allow_nan=True,
-        default=_odd,
-    )
-    return text.encode("utf-8", "surrogatepass")
+    return _CANONICAL.encode(value).encode("utf-8", "surrogatepass")
+
+
+# One encoder for every call (``json.dumps`` with options builds one per call).
+_CANONICAL = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=True, default=_odd
+)
 
 
 def sha256_hex(data: bytes) -> str:
@@ -149,19 +147,21 @@ def record_digest(
     record_format: RecordFormat,
     values: Sequence[Scalar],
     children: Iterable[Sequence[Scalar]],
+    dumps: Callable[[object], bytes] = canonical_json,
 ) -> str:
     """SHA-256 of a record (its field values in ``record_format.fields`` order, its child
     rows in their order, each in ``child_fields`` order; a JSON document field as the
-    SHA-256 of its text)."""
+    SHA-256 of its text). ``dumps``: ``canonical_json`` or a faster function that
+    returns the same bytes (the verifier's, in the storage adapter)."""
     child_docs = record_format._child_doc_index
     rows = [_with_document_digests(c, child_docs) if child_docs else c for c in children]
     # canonical_json([name, fields, values, child_fields, rows]), its constant parts
     # serialised once per format.
     head, middle = _format_parts(record_format)
     digest = hashlib.sha256(head)
-    digest.update(canonical_json(_with_document_digests(values, record_format._doc_index)))
+    digest.update(dumps(_with_document_digests(values, record_format._doc_index)))
     digest.update(middle)
-    digest.update(canonical_json(rows))
+    digest.update(dumps(rows))
     digest.update(b"]")
     return digest.hexdigest()
 
