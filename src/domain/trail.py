@@ -388,6 +388,7 @@ class ProblemKind(StrEnum):
     CHECKPOINT_MISSING = "checkpoint missing"
     RECORDS_MISSING_AT_END = "records after the last checkpoint's head missing"
     RECORDS_NOT_SIGNED = "records no signed checkpoint covers"
+    WITNESS_INVALID = "witness checkpoint invalid"
 
 
 @dataclass(frozen=True, slots=True)
@@ -581,6 +582,67 @@ def check_checkpoints(
             )
         prev = c.digest()
         expected = c.number + 1
+    return None
+
+
+def check_witness(
+    witnessed: Sequence[Checkpoint],
+    stored: Sequence[Checkpoint],
+    verifier: ChainVerifier,
+    signature_ok: SignatureCheck,
+    key_id: str | None = None,
+    floor: int = 0,
+) -> Problem | None:
+    """The checkpoints a witness outside the database holds (``audit.checkpoint-file``)
+    against the database's: each must verify, still be stored as it was signed, and the
+    chain (as ``verifier`` walked it, watching the witnessed positions) must still reach
+    its position and have its head there. This is what catches the newest records
+    deleted together with the checkpoints that signed them. ``floor``: the records up to
+    it were pruned (their heads are not checked)."""
+    by_number = {c.number: c for c in stored}
+    for w in witnessed:
+        if (key_id is not None and w.key_id != key_id) or not signature_ok(
+            w.payload(), w.signature
+        ):
+            return Problem(
+                ProblemKind.WITNESS_INVALID,
+                "the witness's copy does not verify with the public key (the witness file "
+                "was edited, or written for another key)",
+                checkpoint=w.number,
+            )
+        if w.position > floor and w.position > verifier.last_position:
+            return Problem(
+                ProblemKind.RECORDS_MISSING_AT_END,
+                f"the witness's checkpoint #{w.number} signed {w.position} records, the "
+                f"chain ends at position {verifier.last_position}: the newest records were "
+                "removed (with the checkpoints that signed them)",
+                position=verifier.last_position + 1,
+                checkpoint=w.number,
+            )
+        head = verifier.heads.get(w.position)
+        if w.position > floor and head is not None and head != w.head_hash:
+            return Problem(
+                ProblemKind.CHECKPOINT_MISMATCH,
+                f"the chain's hash at position {w.position} is not the head the witness's "
+                f"checkpoint #{w.number} signed (the chain was rewritten)",
+                position=w.position,
+                checkpoint=w.number,
+            )
+        mine = by_number.get(w.number)
+        if mine is None:
+            return Problem(
+                ProblemKind.CHECKPOINT_MISSING,
+                f"the witness holds checkpoint #{w.number} (signing {w.position} records), "
+                "the database no longer does (it was deleted)",
+                checkpoint=w.number,
+            )
+        if mine != w:
+            return Problem(
+                ProblemKind.CHECKPOINT_MISMATCH,
+                f"the database's checkpoint #{w.number} is not the one the witness holds "
+                "(it was replaced)",
+                checkpoint=w.number,
+            )
     return None
 
 

@@ -220,6 +220,13 @@ class AuditChain:
         self._closed = False
         self.is_pg = engine.dialect.name == "postgresql"
 
+    @property
+    def witness_file(self) -> Path | None:
+        """The witness file checkpoints are appended to (None: none, or stdout)."""
+        if self._witness is None or str(self._witness) == "-":
+            return None
+        return self._witness
+
     @staticmethod
     def key_file(path: Path) -> Callable[[], TrailSigner]:
         """The key at ``path`` (made there when missing), loaded when first needed."""
