@@ -337,37 +337,43 @@ def _odd_numbers(out: bytes) -> bool:
 def fast_json(value: object) -> bytes:
     """``canonical_json(value)`` by orjson (~10x faster: the standard library escapes a
     string character by character), for what a record digest serialises: a list of
-    scalars, or of lists of scalars. orjson writes a few values otherwise than the
-    standard library: a float Python writes with an exponent (below 1e-4 or from 1e16
-    on; orjson: ``1e-7`` or fixed digits), NaN and infinity (``null``). A value holding
-    one of those, or anything but text, integers, None and such floats, goes to
-    ``canonical_json``; so does what orjson refuses (a lone surrogate, an integer beyond
-    64 bits)."""
-    if not isinstance(value, list | tuple) or not _plain(value):
-        return canonical_json(value)
+    scalars, or of lists of scalars. orjson writes two kinds of value otherwise than the
+    standard library: a float below 1e-4 in magnitude (``0.00001``, ``1e-7``; Python
+    ``1e-05``, ``1e-07``) and NaN or infinity (``null``). Output that may hold one (the
+    text ``0.0000``, a digit followed by ``e-``, more ``null`` than the value holds
+    None) is made by ``canonical_json`` instead; so is what orjson refuses (a lone
+    surrogate, an integer beyond 64 bits, bytes). Text that merely looks like that
+    takes the slow path too, which is harmless."""
     try:
-        return orjson.dumps(value)
+        out = orjson.dumps(value)
     except orjson.JSONEncodeError:
         return canonical_json(value)
+    if b"0.0000" in out or _small_exponent(out) or out.count(b"null") != _nones(value):
+        return canonical_json(value)
+    return out
 
 
-_PLAIN = frozenset({str, int, bool, type(None)})
+_ROWS = frozenset({list, tuple})
 
 
-def _plain(values: Sequence[Any]) -> bool:
-    for v in values:
-        kind = type(v)
-        if kind in _PLAIN:
-            continue
-        if kind is float:
-            if not (1e-4 <= abs(v) < 1e16 or v == 0.0):  # NaN fails both
-                return False
-        elif kind is list or kind is tuple:
-            if not _plain(v):
-                return False
-        else:
-            return False
-    return True
+def _small_exponent(out: bytes) -> bool:
+    at = out.find(b"e-")
+    while at > 0:
+        if out[at - 1 : at].isdigit():
+            return True
+        at = out.find(b"e-", at + 2)
+    return False
+
+
+def _nones(value: object) -> int:
+    """The None values in a list, and in the lists it holds (a None deeper counts not:
+    more ``null`` in the output than counted only sends it the slow way)."""
+    if not isinstance(value, list | tuple):
+        return 1 if value is None else 0
+    count = value.count(None)
+    if _ROWS.isdisjoint(map(type, value)):
+        return count
+    return count + sum(v.count(None) for v in value if type(v) in _ROWS)
 
 
 def _slow_document(value: str) -> Any:
