@@ -373,7 +373,7 @@ def _nones(value: object) -> int:
     count = value.count(None)
     if _ROWS.isdisjoint(map(type, value)):
         return count
-    return count + sum(v.count(None) for v in value if type(v) in _ROWS)
+    return count + sum(int(v.count(None)) for v in value if type(v) in _ROWS)
 
 
 def _slow_document(value: str) -> Any:
