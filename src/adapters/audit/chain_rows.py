@@ -207,20 +207,26 @@ def stored_records(
     conn: Connection, low: int, high: int, session_id: str | None = None
 ) -> dict[int, StoredRecord]:
     """What the store holds now for the entries at ``low..high``: each record's digest
-    (recomputed) and seq, by position.
+    (recomputed) and seq, by position (``digest_records(fetch_records(...))``)."""
+    return digest_records(fetch_records(conn, low, high, session_id))
 
-    The fast path of ``verify-log`` (and of the writer's check before it signs, and of
-    the upgrade): per kind one query for the records and one for their child rows, in
-    position order, through the driver's own cursor (tuples, no result processing).
-    SQLite's raw values are canonical already (its JSON documents are hashed as the
-    stored text); PostgreSQL's JSON documents are read as text and made canonical with
-    orjson (``canonical_document_text``)."""
+
+Fetched = list[tuple[RecordFormat, bool, list[Any], list[Any]]]
+
+
+def fetch_records(conn: Connection, low: int, high: int, session_id: str | None = None) -> Fetched:
+    """The records chained at ``low..high`` (of ``session_id``) and their child rows, as
+    the driver returns them: per kind one query for the records and one for their child
+    rows (in position order), through the driver's own cursor (tuples, no result
+    processing). ``digest_records`` hashes them (it needs no connection: the verifier
+    runs it beside the next page's queries). On PostgreSQL a JSON document comes as its
+    text (psycopg would parse it), made canonical by ``canonical_document_text``; SQLite's
+    raw values are canonical as stored (its JSON documents are hashed as the stored
+    text)."""
     sqlite = conn.dialect.name == "sqlite"
-    out: dict[int, StoredRecord] = {}
+    fetched: Fetched = []
     for kind, record_format in FORMAT_OF_KIND.items():
         table, child_table, parent_key, order = _PARENT[kind]
-        own, child = _FAST_CONVERTERS[sqlite][record_format.name]
-        seq_index = record_format.fields.index("seq") if "seq" in record_format.fields else -1
         scope, params = _fast_scope(sqlite, kind, low, high, session_id)
         columns = _select_list("t", record_format.fields, record_format.documents, sqlite)
         parents = _driver_rows(
@@ -234,13 +240,25 @@ def stored_records(
         child_columns = _select_list(
             "e", record_format.child_fields, record_format.child_documents, sqlite
         )
-        children: dict[int, list[Sequence[Any]]] = {}
-        for row in _driver_rows(
+        children = _driver_rows(
             conn,
             f"SELECT c.position, {child_columns} FROM audit_chain c JOIN {child_table} e "
             f"ON e.{parent_key} = c.record_id WHERE {scope} ORDER BY c.position, e.{order}",
             params,
-        ):
+        )
+        fetched.append((record_format, sqlite, parents, children))
+    return fetched
+
+
+def digest_records(fetched: Fetched) -> dict[int, StoredRecord]:
+    """Each fetched record's digest (``record_digest``, serialised by ``fast_json``) and
+    seq, by position."""
+    out: dict[int, StoredRecord] = {}
+    for record_format, sqlite, parents, child_rows in fetched:
+        own, child = _FAST_CONVERTERS[sqlite][record_format.name]
+        seq_index = record_format.fields.index("seq") if "seq" in record_format.fields else -1
+        children: dict[int, list[Sequence[Any]]] = {}
+        for row in child_rows:
             values: Sequence[Any] = row[1:]
             if child:
                 values = canonical_values(values, child)
