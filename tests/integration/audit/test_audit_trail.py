@@ -578,3 +578,48 @@ def test_a_witness_checkpoint_the_database_lost_or_changed_is_named(
     assert broken(trail, witness=str(witness)).kind is ProblemKind.WITNESS_INVALID
     with pytest.raises(InvalidInputError):
         trail.trail.verify_log(witness=str(tmp_path / "absent.jsonl"))
+
+
+# Edits that keep a value's meaning close but change what is stored: another storage
+# type (a REAL column turns text back into its number, so that is no edit), a float the
+# fast serialisation writes otherwise, JSON respaced. SQLite takes any
+# of them; PostgreSQL's types refuse some (None: not possible there).
+RESTORED_OTHERWISE = {
+    "an infinite score": (
+        "UPDATE invocation_evidence SET score_before = 9e999 WHERE invocation_id = :id AND rank = 1",
+        "UPDATE invocation_evidence SET score_before = 'Infinity' WHERE invocation_id = :id AND rank = 1",
+    ),
+    "a tiny score": (
+        "UPDATE invocation_evidence SET score_before = 1e-7 WHERE invocation_id = :id AND rank = 1",
+        "UPDATE invocation_evidence SET score_before = 1e-7 WHERE invocation_id = :id AND rank = 1",
+    ),
+    "a shown text stored as bytes": (
+        "UPDATE invocation_evidence SET shown_text = CAST(shown_text AS BLOB) "
+        "WHERE invocation_id = :id AND rank = 1",
+        None,
+    ),
+    "the details respaced": (
+        "UPDATE tool_invocation SET retrieval_details = replace(retrieval_details, ',', ', ') "
+        "WHERE id = :id",
+        None,
+    ),
+    "a number added to the details": (
+        "UPDATE tool_invocation SET retrieval_details = json_set(retrieval_details, '$.x', 1e-7) "
+        "WHERE id = :id",
+        "UPDATE tool_invocation SET retrieval_details = retrieval_details || "
+        "'{\"x\": 0.0000001}'::jsonb WHERE id = :id",
+    ),
+}
+
+
+@pytest.mark.parametrize("edit", sorted(RESTORED_OTHERWISE))
+def test_a_value_stored_otherwise_is_named(trail: Trail, edit: str) -> None:
+    _s, made = record_session(trail)
+    on_sqlite, on_postgres = RESTORED_OTHERWISE[edit]
+    statement = on_sqlite if trail.sqlite else on_postgres
+    if statement is None:
+        pytest.skip("PostgreSQL's column types do not store that")
+    trail.sql(statement, id=trail.rid(made[1].id))
+    problem = broken(trail)
+    assert problem.kind is ProblemKind.CONTENT_CHANGED
+    assert problem.record_id == made[1].id
