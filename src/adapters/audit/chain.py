@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection, Engine, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
@@ -35,6 +35,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from lookup_knowledge.adapters.audit.chain_rows import (
     ANSWER_CHECK,
     INVOCATION,
+    Fetched,
     canon_time,
     digest_of,
     digest_records,
@@ -67,6 +68,7 @@ CH = audit_chain
 CP = audit_checkpoint
 HEAD_ID = 1
 DEFAULT_KEY_FILE = "audit-signing-key.pem"  # in the data directory (audit.signing-key)
+_T = TypeVar("_T")
 CHUNK = 2000  # records per page of verify_range (two pages in memory)
 
 
@@ -163,13 +165,19 @@ def verify_range(
     conn: Connection, verifier: ChainVerifier, low: int, high: int, session_id: str | None = None
 ) -> None:
     """Feed the entries at ``low..high`` with the stored records (content checked for
-    ``session_id``'s entries, or all) to ``verifier``, page by page: a page's records
-    are hashed on a helper thread while the next page is read (the driver and SHA-256
-    let go of the GIL while they work)."""
+    ``session_id``'s entries, or all) to ``verifier``, page by page. On PostgreSQL a
+    page's records are hashed on a helper thread while the server reads the next page
+    (psycopg waits without the GIL; measured 1.2x); on SQLite the two would only take
+    turns at the GIL (measured 0.9x), so one thread does both."""
     from sqlalchemy import text
 
     pages = [(start, min(high, start + CHUNK - 1)) for start in range(low, high + 1, CHUNK)]
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="verify-log") as pool:
+    pool: ThreadPoolExecutor | _InThisThread = (
+        ThreadPoolExecutor(max_workers=1, thread_name_prefix="verify-log")
+        if conn.dialect.name == "postgresql"
+        else _InThisThread()
+    )
+    with pool:
         pending: tuple[list[Any], Future[dict[int, StoredRecord]]] | None = None
         for start, end in pages:
             entries: list[Any] = conn.execute(  # type: ignore[assignment]
@@ -188,6 +196,21 @@ def verify_range(
             pending = page
         if pending is not None:
             _feed_page(verifier, *pending, session_id)
+
+
+class _InThisThread:
+    """``ThreadPoolExecutor``'s ``submit`` run at once, in the caller's thread."""
+
+    def __enter__(self) -> _InThisThread:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        return None
+
+    def submit(self, fn: Callable[[Fetched], _T], arg: Fetched) -> Future[_T]:
+        done: Future[_T] = Future()
+        done.set_result(fn(arg))
+        return done
 
 
 def _feed_page(
