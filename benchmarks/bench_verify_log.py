@@ -17,8 +17,14 @@
     time and per CPU second of the verifying process (SQLite runs in it; on a machine
     shared with other work the second is the one that compares).
 
+(d) With ``--baseline REV``: verify-log of the same chain by the code of git revision
+    REV (its ``src`` extracted to a temp folder, run with ``PYTHONPATH``) and by this
+    tree's, each in a fresh process, interleaved rounds, best of each: records/s wall
+    and per CPU second, and the ratio. ``--verify-only`` skips (a) and (c).
+
 Usage:
     .venv/bin/python benchmarks/bench_verify_log.py [--records 50000] [--url URL]
+        [--baseline REV] [--verify-only]
 
 Without ``--url`` a temp SQLite file; a PostgreSQL URL names a database whose tables the
 benchmark creates (in a private schema, dropped afterwards).
@@ -28,8 +34,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
+import os
 import random
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -193,17 +203,94 @@ def bench_record(records: list[ToolInvocation], folder: Path, signer: TrailSigne
     )
 
 
+# Run in a fresh process (this tree's code, or a baseline's through PYTHONPATH): one
+# verify-log of the chain at argv[1] with the key at argv[2]; prints its timings.
+VERIFY_ONCE = """
+import json, sys, time
+from pathlib import Path
+from lookup_knowledge.adapters.audit import create_audit_engine
+from lookup_knowledge.adapters.audit.chain import AuditChain
+from lookup_knowledge.adapters.audit.trail import SqlAuditTrail
+from lookup_knowledge.adapters.signing import TrailSigner
+engine = create_audit_engine(sys.argv[1])
+chain = AuditChain(engine, TrailSigner.load_or_create(Path(sys.argv[2])), every=10**9,
+                   interval_s=3600)
+started, cpu = time.perf_counter(), time.process_time()
+report = SqlAuditTrail(engine, chain).verify_log()
+wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+assert report.intact, report.problem
+print(json.dumps({"records": report.records, "wall": wall, "cpu": cpu}))
+"""
+
+
+def baseline_tree(revision: str, folder: Path) -> Path:
+    """``src`` of ``revision`` as an importable ``lookup_knowledge`` under ``folder``."""
+    root = Path(__file__).resolve().parent.parent
+    tree = folder / "baseline"
+    tree.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(root), "archive", revision, "src"], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    (tree / "src").rename(tree / "lookup_knowledge")
+    return tree
+
+
+def verify_once(url: str, key: Path, pythonpath: Path | None) -> dict[str, float]:
+    env = dict(os.environ)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    done = subprocess.run(
+        [sys.executable, "-c", VERIFY_ONCE, url, str(key)],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=tempfile.gettempdir(),  # not this tree's folder: PYTHONPATH decides the code
+    )
+    out: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return out
+
+
+def bench_versions(url: str, key: Path, baseline: Path, rounds: int) -> None:
+    best: dict[str, dict[str, float]] = {}
+    for round_ in range(rounds):
+        order = [("before", baseline), ("after", None)]
+        for name, path in order if round_ % 2 == 0 else order[::-1]:
+            got = verify_once(url, key, path)
+            mine = best.setdefault(name, {"wall": float("inf"), "cpu": float("inf")})
+            mine["records"] = got["records"]
+            mine["wall"] = min(mine["wall"], got["wall"])
+            mine["cpu"] = min(mine["cpu"], got["cpu"])
+    print(f"verify-log, before (baseline) and after (this tree), best of {rounds} each:")
+    for name, got in best.items():
+        n = got["records"]
+        print(
+            f"  {name:6s} {n / got['wall']:9,.0f} records/s wall, "
+            f"{n / got['cpu']:9,.0f} records/s per CPU second ({n:.0f} records)"
+        )
+    print(
+        f"  after / before: {best['before']['wall'] / best['after']['wall']:.1f}x wall, "
+        f"{best['before']['cpu'] / best['after']['cpu']:.1f}x per CPU second"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=50_000)
     parser.add_argument("--url", default=None, help="PostgreSQL URL (default: temp SQLite)")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--record-only", action="store_true", help="(c) only")
+    parser.add_argument("--verify-only", action="store_true", help="(b) and (d) only")
+    parser.add_argument("--baseline", default=None, help="git revision to compare with (d)")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="bench-trail-"))
     try:
         records = make_records(args.records)
         signer = TrailSigner.load_or_create(folder / "key.pem")
+        if args.verify_only:
+            bench_verify_only(args, records, folder, signer)
+            return
         bench_record(records[: min(len(records), 2000)], folder, signer)
         if args.record_only:
             return
@@ -251,10 +338,52 @@ def main() -> None:
             f"{report.records / best:,.0f} records/s; {cpu_best:.2f} s of this process's CPU, "
             f"{report.records / cpu_best:,.0f} records/s per CPU second"
         )
+        if args.baseline is not None:
+            bench_versions(
+                engine_url(engine), folder / "key.pem", baseline_tree(args.baseline, folder),
+                args.rounds,
+            )  # fmt: skip
         engine.dispose()  # type: ignore[attr-defined]
         drop(args.url, schema)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def engine_url(engine: object) -> str:
+    return engine.url.render_as_string(hide_password=False)  # type: ignore[attr-defined,no-any-return]
+
+
+def bench_verify_only(
+    args: argparse.Namespace, records: list[ToolInvocation], folder: Path, signer: TrailSigner
+) -> None:
+    """(b) and (d) only: one chained store of ``--records`` records."""
+    e, schema = fresh(args.url, folder, "verify")
+    try:
+        upgrade_database(e)  # type: ignore[arg-type]
+        chain = AuditChain(e, signer, every=10**9, interval_s=3600)  # type: ignore[arg-type]
+        write(e, records, chain)
+        chain.checkpoint("flush")
+        trail = SqlAuditTrail(e, chain)  # type: ignore[arg-type]
+        best = cpu_best = float("inf")
+        for _ in range(args.rounds):
+            started, cpu = time.perf_counter(), time.process_time()
+            report = trail.verify_log()
+            best = min(best, time.perf_counter() - started)
+            cpu_best = min(cpu_best, time.process_time() - cpu)
+            assert report.intact, report.problem
+        print(
+            f"verify-log in this process over {report.records} records: "
+            f"{report.records / best:,.0f} records/s wall, "
+            f"{report.records / cpu_best:,.0f} records/s per CPU second"
+        )
+        if args.baseline is not None:
+            bench_versions(
+                engine_url(e), folder / "key.pem", baseline_tree(args.baseline, folder),
+                args.rounds,
+            )  # fmt: skip
+    finally:
+        e.dispose()  # type: ignore[attr-defined]
+        drop(args.url, schema)
 
 
 if __name__ == "__main__":

@@ -55,15 +55,13 @@ def canonical_json(value: object) -> bytes:
     lone surrogate kept as its code unit). Never raises: a value the writers never
     produce (NaN, infinity, bytes a tamperer stored) is serialised as itself, so it
     hashes differently from anything the record held."""
-    text = json.dumps(
-        value,
-        ensure_ascii=False,
-        separators=(",", ":"),
-        sort_keys=True,
-        allow_nan=True,
-        default=_odd,
-    )
-    return text.encode("utf-8", "surrogatepass")
+    return _CANONICAL.encode(value).encode("utf-8", "surrogatepass")
+
+
+# One encoder for every call (``json.dumps`` with options builds one per call).
+_CANONICAL = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=True, default=_odd
+)
 
 
 def sha256_hex(data: bytes) -> str:
@@ -149,19 +147,21 @@ def record_digest(
     record_format: RecordFormat,
     values: Sequence[Scalar],
     children: Iterable[Sequence[Scalar]],
+    dumps: Callable[[object], bytes] = canonical_json,
 ) -> str:
     """SHA-256 of a record (its field values in ``record_format.fields`` order, its child
     rows in their order, each in ``child_fields`` order; a JSON document field as the
-    SHA-256 of its text)."""
+    SHA-256 of its text). ``dumps``: ``canonical_json`` or a faster function that
+    returns the same bytes (the verifier's, in the storage adapter)."""
     child_docs = record_format._child_doc_index
     rows = [_with_document_digests(c, child_docs) if child_docs else c for c in children]
     # canonical_json([name, fields, values, child_fields, rows]), its constant parts
     # serialised once per format.
     head, middle = _format_parts(record_format)
     digest = hashlib.sha256(head)
-    digest.update(canonical_json(_with_document_digests(values, record_format._doc_index)))
+    digest.update(dumps(_with_document_digests(values, record_format._doc_index)))
     digest.update(middle)
-    digest.update(canonical_json(rows))
+    digest.update(dumps(rows))
     digest.update(b"]")
     return digest.hexdigest()
 
@@ -388,6 +388,7 @@ class ProblemKind(StrEnum):
     CHECKPOINT_MISSING = "checkpoint missing"
     RECORDS_MISSING_AT_END = "records after the last checkpoint's head missing"
     RECORDS_NOT_SIGNED = "records no signed checkpoint covers"
+    WITNESS_INVALID = "witness checkpoint invalid"
 
 
 @dataclass(frozen=True, slots=True)
@@ -581,6 +582,67 @@ def check_checkpoints(
             )
         prev = c.digest()
         expected = c.number + 1
+    return None
+
+
+def check_witness(
+    witnessed: Sequence[Checkpoint],
+    stored: Sequence[Checkpoint],
+    verifier: ChainVerifier,
+    signature_ok: SignatureCheck,
+    key_id: str | None = None,
+    floor: int = 0,
+) -> Problem | None:
+    """The checkpoints a witness outside the database holds (``audit.checkpoint-file``)
+    against the database's: each must verify, still be stored as it was signed, and the
+    chain (as ``verifier`` walked it, watching the witnessed positions) must still reach
+    its position and have its head there. This is what catches the newest records
+    deleted together with the checkpoints that signed them. ``floor``: the records up to
+    it were pruned (their heads are not checked)."""
+    by_number = {c.number: c for c in stored}
+    for w in witnessed:
+        if (key_id is not None and w.key_id != key_id) or not signature_ok(
+            w.payload(), w.signature
+        ):
+            return Problem(
+                ProblemKind.WITNESS_INVALID,
+                "the witness's copy does not verify with the public key (the witness file "
+                "was edited, or written for another key)",
+                checkpoint=w.number,
+            )
+        if w.position > floor and w.position > verifier.last_position:
+            return Problem(
+                ProblemKind.RECORDS_MISSING_AT_END,
+                f"the witness's checkpoint #{w.number} signed {w.position} records, the "
+                f"chain ends at position {verifier.last_position}: the newest records were "
+                "removed (with the checkpoints that signed them)",
+                position=verifier.last_position + 1,
+                checkpoint=w.number,
+            )
+        head = verifier.heads.get(w.position)
+        if w.position > floor and head is not None and head != w.head_hash:
+            return Problem(
+                ProblemKind.CHECKPOINT_MISMATCH,
+                f"the chain's hash at position {w.position} is not the head the witness's "
+                f"checkpoint #{w.number} signed (the chain was rewritten)",
+                position=w.position,
+                checkpoint=w.number,
+            )
+        mine = by_number.get(w.number)
+        if mine is None:
+            return Problem(
+                ProblemKind.CHECKPOINT_MISSING,
+                f"the witness holds checkpoint #{w.number} (signing {w.position} records), "
+                "the database no longer does (it was deleted)",
+                checkpoint=w.number,
+            )
+        if mine != w:
+            return Problem(
+                ProblemKind.CHECKPOINT_MISMATCH,
+                f"the database's checkpoint #{w.number} is not the one the witness holds "
+                "(it was replaced)",
+                checkpoint=w.number,
+            )
     return None
 
 

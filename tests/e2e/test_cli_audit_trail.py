@@ -131,3 +131,26 @@ def test_prune_then_verify_log_reports_the_pruned_range(backend: Backend) -> Non
     assert done.returncode == 0, done.stdout
     report = json.loads(done.stdout)
     assert (report["prunedThrough"], report["records"], report["firstPosition"]) == (3, 2, 4)
+
+
+def test_verify_log_checks_a_witness_copy_of_the_checkpoints(
+    backend: Backend, tmp_path: Path
+) -> None:
+    record(backend)
+    done = backend.run("audit", "verify-log", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    last = json.loads(done.stdout)["lastCheckpoint"]
+    witness = tmp_path / "witness.jsonl"
+    witness.write_text(json.dumps(last) + "\n")
+    done = backend.run("audit", "verify-log", "--witness", str(witness))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "witness: 1 checkpoints" in done.stdout
+    # A checkpoint the database never had (the witness's copy edited): exit 1, named.
+    witness.write_text(json.dumps(last | {"number": last["number"] + 1}) + "\n")
+    done = backend.run("audit", "verify-log", "--witness", str(witness))
+    assert done.returncode == 1, done.stdout
+    assert "witness checkpoint invalid" in done.stdout
+    assert_no_traceback(done.stderr)
+    assert_usage_error(
+        backend.run("audit", "verify-log", "--witness", str(tmp_path / "absent.jsonl"))
+    )

@@ -10,8 +10,11 @@ does not hold (put in behind the store's back).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, delete, func, select, text
@@ -41,7 +44,7 @@ from lookup_knowledge.adapters.audit.models import (
 )
 from lookup_knowledge.application.ports import check_session_id
 from lookup_knowledge.application.ports.trail import AuditTrail, PruneReport, TrailReport
-from lookup_knowledge.domain.errors import AuditError, NotFoundError
+from lookup_knowledge.domain.errors import AuditError, InvalidInputError, NotFoundError
 from lookup_knowledge.domain.trail import (
     BUNDLE_FORMAT,
     GENESIS,
@@ -50,6 +53,7 @@ from lookup_knowledge.domain.trail import (
     Problem,
     ProblemKind,
     check_checkpoints,
+    check_witness,
 )
 
 if TYPE_CHECKING:  # cryptography: imported when a signature is checked
@@ -86,6 +90,7 @@ class SqlAuditTrail(AuditTrail):
         since: datetime | None = None,
         session_id: str | None = None,
         public_key: str | None = None,
+        witness: str | None = None,
     ) -> TrailReport:
         from lookup_knowledge.adapters.signing import TrailVerifyKey
 
@@ -97,11 +102,17 @@ class SqlAuditTrail(AuditTrail):
         if session_id is not None:
             check_session_id(session_id)
         self._pass_barrier(session_id)
+        witness_file = witness if witness is not None else self._chain.witness_file
+        witnessed = _read_witness(witness_file, explicit=witness is not None)
         try:
             with self._engine.connect() as conn:
-                return self._verify(conn, key, since, session_id)
+                report = self._verify(conn, key, since, session_id, witnessed)
         except (SQLAlchemyError, UnicodeError) as error:
             raise translate_query(error, "verifying the audit trail") from error
+        if witness_file is None:
+            return report
+        checked = len(witnessed) if isinstance(witnessed, list) else 0
+        return replace(report, witness=str(witness_file), witnessed=checked)
 
     def _verify(
         self,
@@ -109,6 +120,7 @@ class SqlAuditTrail(AuditTrail):
         key: TrailVerifyKey,
         since: datetime | None,
         session_id: str | None,
+        witnessed: list[Checkpoint] | Problem,
     ) -> TrailReport:
         try:
             checkpoints = read_checkpoints(conn)
@@ -138,11 +150,22 @@ class SqlAuditTrail(AuditTrail):
             elif int(row[0]) > start:
                 start, prev = int(row[0]), entry_of(row).prev_hash
         verifier = ChainVerifier(start_prev=prev, start_position=start)
-        verifier.watch(c.position for c in checkpoints)
+        witness_problem = witnessed if isinstance(witnessed, Problem) else None
+        witnessed = witnessed if isinstance(witnessed, list) else []
+        verifier.watch([c.position for c in checkpoints] + [c.position for c in witnessed])
         verify_range(conn, verifier, start, high, session_id)
         problem = verifier.problem
         if problem is None:
             problem = _checkpoint_heads(checkpoints, verifier, start, cut)
+        if problem is None:
+            problem = witness_problem or check_witness(
+                witnessed,
+                checkpoints,
+                verifier,
+                key.check,
+                key.key_id,
+                floor=max(start - 1, 0 if cut is None else cut.pruned_through),
+            )
         if problem is None:
             problem = signature_problem
         if problem is None:
@@ -413,3 +436,35 @@ def _unchained(conn: Connection, session_id: str | None) -> Problem | None:
             session_id=session,
         )
     return None
+
+
+def _read_witness(path: str | Path | None, *, explicit: bool) -> list[Checkpoint] | Problem:
+    """The checkpoints a witness file holds (JSON lines, ``AuditChain.witness``), or the
+    problem with it. A configured file that does not exist yet holds none (no checkpoint
+    was signed with it); a given one must exist (``InvalidInputError``)."""
+    if path is None:
+        return []
+    try:
+        text = Path(path).read_text("utf-8")
+    except FileNotFoundError:
+        if explicit:
+            raise InvalidInputError(f"the witness file {path} does not exist") from None
+        return []
+    except (OSError, UnicodeDecodeError) as error:
+        if explicit:
+            raise InvalidInputError(f"the witness file {path} cannot be read: {error}") from None
+        return Problem(
+            ProblemKind.WITNESS_INVALID, f"the witness file {path} cannot be read: {error}"
+        )
+    found: list[Checkpoint] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            found.append(Checkpoint.from_dict(json.loads(line)))
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return Problem(
+                ProblemKind.WITNESS_INVALID,
+                f"line {number} of the witness file {path} is not a checkpoint (edited)",
+            )
+    return found

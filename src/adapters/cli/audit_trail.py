@@ -63,6 +63,8 @@ def _report_data(report: TrailReport) -> dict[str, object]:
         "pruneCheckpoint": report.prune_checkpoint,
         "chainedAtUpgrade": report.upgrade_chained,
         "keyId": report.key_id,
+        "witness": report.witness,
+        "witnessed": report.witnessed,
     }
 
 
@@ -98,6 +100,11 @@ def _show_report(report: TrailReport) -> None:
             f"{report.upgrade_chained} records were chained at the upgrade (revision 0007): "
             "proven unchanged since then"
         )
+    if report.witness is not None:
+        out.print(
+            f"witness: {report.witnessed} checkpoints in {literal(report.witness)} checked "
+            "against the database"
+        )
     if report.unsigned:
         out.print(f"{report.unsigned} records after the last checkpoint are not signed yet")
 
@@ -121,13 +128,29 @@ def register_trail_commands(
             str | None, typer.Option(help="Rehash only this session's records.")
         ] = None,
         key: Annotated[Path | None, _KEY_FILE] = None,
+        witness: Annotated[
+            Path | None,
+            typer.Option(
+                help="A witness's copy of the checkpoints (JSON lines, as "
+                "audit.checkpoint-file writes them); default: that file, when configured.",
+                exists=True,
+                dir_okay=False,
+                readable=True,
+            ),
+        ] = None,
         as_json: Annotated[bool, typer.Option("--json")] = False,
     ) -> None:
-        """Recompute the hash chain and check the signed checkpoints: exit 0 when intact,
-        1 naming the first broken record and what is wrong."""
+        """Recompute the hash chain and check the signed checkpoints (and a witness's
+        copy of them): exit 0 when intact, 1 naming the first broken record and what is
+        wrong."""
         at = parse_when(since, "--since")
         with open_app() as app:
-            report = app.audit_trail.verify_log(at, session, None if key is None else str(key))
+            report = app.audit_trail.verify_log(
+                at,
+                session,
+                None if key is None else str(key),
+                None if witness is None else str(witness),
+            )
         if as_json:
             print_json(_report_data(report))
         else:

@@ -27,6 +27,8 @@ class TrailReport:
     prune_checkpoint: int | None
     upgrade_chained: int  # records chained by the upgrade (revision 0007)
     key_id: str
+    witness: str | None = None  # the witness file cross-checked (None: none)
+    witnessed: int = 0  # checkpoints it holds, each found intact in the database
 
     @property
     def intact(self) -> bool:
@@ -51,10 +53,13 @@ class AuditTrail(ABC):
         since: datetime | None = None,
         session_id: str | None = None,
         public_key: str | None = None,
+        witness: str | None = None,
     ) -> TrailReport:
         """Recompute the chain (from the first record at or after ``since``; the records
         of ``session_id`` only, their links always) and check the checkpoints'
-        signatures with ``public_key`` (a PEM file; default: the configured key's)."""
+        signatures with ``public_key`` (a PEM file; default: the configured key's), and
+        against the checkpoints ``witness`` holds (a file of JSON lines as
+        ``audit.checkpoint-file`` writes it; default: that file, when configured)."""
 
     @abstractmethod
     def export_bundle(self, session_id: str) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from lookup_knowledge.application.ports.answer_check import (
     CheckedClaim,
 )
 from lookup_knowledge.domain.answer_check import CitationStatus, CitationVerdict, Verdict
-from lookup_knowledge.domain.errors import AuditError
+from lookup_knowledge.domain.errors import AuditError, InvalidInputError
 from lookup_knowledge.domain.trail import (
     FORMATS,
     ProblemKind,
@@ -504,3 +504,122 @@ def test_records_left_unsigned_past_the_interval_are_reported(trail: Trail) -> N
     problem = broken(trail)
     assert problem.kind is ProblemKind.RECORDS_NOT_SIGNED
     assert problem.record_id == made[0].id
+
+
+def test_the_newest_records_deleted_with_their_checkpoints_are_caught_by_the_witness(
+    audit_engine: Engine, tmp_path: Path
+) -> None:
+    witness = tmp_path / "witness.jsonl"
+    signer = TrailSigner.load_or_create(tmp_path / "k.pem")
+    chain = AuditChain(audit_engine, signer, every=1000, interval_s=3600, witness=witness)
+    recorder = build_sql_recorder(audit_engine, tmp_path / "journal", chain=chain)
+    t = Trail(audit_engine, chain, recorder, SqlAnswerCheckStore(audit_engine, chain),
+              SqlAuditTrail(audit_engine, chain), tmp_path / "k.pem")  # fmt: skip
+    try:
+        s, _made = record_session(t)  # checkpoint #1 signs 3 records
+        later = [shown(invocation(s, query=f"later {i}")) for i in range(2)]
+        for record in later:
+            recorder.record(record)
+        recorder.flush()  # checkpoint #2 signs 5
+    finally:
+        recorder.close()
+    report = t.trail.verify_log()
+    assert report.intact, report.problem
+    assert (report.witness, report.witnessed) == (str(witness), 2)
+    # Rolled back to checkpoint #1 wholesale: the records after it, their entries, the
+    # checkpoint that signed them, the head row. The database alone cannot tell.
+    for record in later:
+        t.sql("DELETE FROM invocation_evidence WHERE invocation_id = :id", id=t.rid(record.id))
+        t.sql("DELETE FROM tool_invocation WHERE id = :id", id=t.rid(record.id))
+    t.sql("DELETE FROM audit_chain WHERE position > 3")
+    t.sql("DELETE FROM audit_checkpoint WHERE number = 2")
+    t.sql("UPDATE audit_chain_head SET position = 3, signed_number = 1, signed_position = 3")
+    with audit_engine.connect() as conn:
+        head = conn.execute(text("SELECT entry_hash FROM audit_chain WHERE position = 3")).scalar()
+    t.sql("UPDATE audit_chain_head SET entry_hash = :h", h=head)
+    blind = SqlAuditTrail(audit_engine, AuditChain(audit_engine, signer))
+    assert blind.verify_log().intact  # no witness configured: undetectable
+    problem = broken(t)  # the configured witness
+    assert problem.kind is ProblemKind.RECORDS_MISSING_AT_END
+    assert (problem.checkpoint, problem.position) == (2, 4)
+    problem = blind.verify_log(witness=str(witness)).problem  # a witness given
+    assert problem is not None
+    assert problem.kind is ProblemKind.RECORDS_MISSING_AT_END
+
+
+def test_a_witness_checkpoint_the_database_lost_or_changed_is_named(
+    trail: Trail, tmp_path: Path
+) -> None:
+    s, _made = record_session(trail)
+    trail.recorder.record(shown(invocation(s, query="later")))
+    trail.recorder.flush()  # checkpoint #2
+    with trail.engine.connect() as conn:
+        rows = conn.execute(text("SELECT number FROM audit_checkpoint ORDER BY number")).all()
+    assert [r[0] for r in rows] == [1, 2]
+    from lookup_knowledge.adapters.audit.chain import read_checkpoints
+
+    with trail.engine.connect() as conn:
+        stored = read_checkpoints(conn)
+    witness = tmp_path / "copy.jsonl"
+    witness.write_text("".join(json.dumps(c.as_dict()) + "\n" for c in stored))
+    assert trail.trail.verify_log(witness=str(witness)).witnessed == 2
+    # The database lost checkpoint #1 (and the head row forgot nothing): the witness names it.
+    trail.sql("DELETE FROM audit_checkpoint WHERE number = 1")
+    problem = broken(trail, witness=str(witness))
+    assert problem.kind is ProblemKind.CHECKPOINT_MISSING
+    assert problem.checkpoint == 1
+    # A witness line edited: its signature fails.
+    edited = stored[0].as_dict() | {"position": 2}
+    witness.write_text(json.dumps(edited) + "\n")
+    problem = broken(trail, witness=str(witness))
+    assert problem.kind is ProblemKind.WITNESS_INVALID
+    assert problem.checkpoint == 1
+    witness.write_text("not a checkpoint\n")
+    assert broken(trail, witness=str(witness)).kind is ProblemKind.WITNESS_INVALID
+    with pytest.raises(InvalidInputError):
+        trail.trail.verify_log(witness=str(tmp_path / "absent.jsonl"))
+
+
+# Edits that keep a value's meaning close but change what is stored: another storage
+# type (a REAL column turns text back into its number, so that is no edit), a float the
+# fast serialisation writes otherwise, JSON respaced. SQLite takes any
+# of them; PostgreSQL's types refuse some (None: not possible there).
+RESTORED_OTHERWISE = {
+    "an infinite score": (
+        "UPDATE invocation_evidence SET score_before = 9e999 WHERE invocation_id = :id AND rank = 1",
+        "UPDATE invocation_evidence SET score_before = 'Infinity' WHERE invocation_id = :id AND rank = 1",
+    ),
+    "a tiny score": (
+        "UPDATE invocation_evidence SET score_before = 1e-7 WHERE invocation_id = :id AND rank = 1",
+        "UPDATE invocation_evidence SET score_before = 1e-7 WHERE invocation_id = :id AND rank = 1",
+    ),
+    "a shown text stored as bytes": (
+        "UPDATE invocation_evidence SET shown_text = CAST(shown_text AS BLOB) "
+        "WHERE invocation_id = :id AND rank = 1",
+        None,
+    ),
+    "the details respaced": (
+        "UPDATE tool_invocation SET retrieval_details = replace(retrieval_details, ',', ', ') "
+        "WHERE id = :id",
+        None,
+    ),
+    "a number added to the details": (
+        "UPDATE tool_invocation SET retrieval_details = json_set(retrieval_details, '$.x', 1e-7) "
+        "WHERE id = :id",
+        "UPDATE tool_invocation SET retrieval_details = retrieval_details || "
+        "'{\"x\": 0.0000001}'::jsonb WHERE id = :id",
+    ),
+}
+
+
+@pytest.mark.parametrize("edit", sorted(RESTORED_OTHERWISE))
+def test_a_value_stored_otherwise_is_named(trail: Trail, edit: str) -> None:
+    _s, made = record_session(trail)
+    on_sqlite, on_postgres = RESTORED_OTHERWISE[edit]
+    statement = on_sqlite if trail.sqlite else on_postgres
+    if statement is None:
+        pytest.skip("PostgreSQL's column types do not store that")
+    trail.sql(statement, id=trail.rid(made[1].id))
+    problem = broken(trail)
+    assert problem.kind is ProblemKind.CONTENT_CHANGED
+    assert problem.record_id == made[1].id

@@ -23,6 +23,7 @@ from lookup_knowledge.domain.trail import (
     canonical_document,
     canonical_json,
     check_checkpoints,
+    check_witness,
     make_entry,
     record_digest,
 )
@@ -249,3 +250,63 @@ def test_checkpoints_verify_and_an_edit_or_a_gap_is_caught(n: int, data: st.Data
         problem = check_checkpoints(gap, check_sig)
         assert problem is not None
         assert problem.kind is ProblemKind.CHECKPOINT_MISSING
+
+
+def _signed_at_heads(entries: list[ChainEntry], positions: list[int]) -> list[Checkpoint]:
+    out: list[Checkpoint] = []
+    for number, position in enumerate(positions, 1):
+        c = Checkpoint(
+            number,
+            position,
+            entries[position - 1].entry_hash,
+            "t",
+            out[-1].digest() if out else GENESIS,
+            "flush",
+            0,
+            "k",
+        )
+        out.append(dataclasses.replace(c, signature=sign(c.payload())))
+    return out
+
+
+@given(st.lists(records, min_size=2, max_size=8), st.data())
+def test_a_witness_catches_the_newest_records_removed_with_their_checkpoints(
+    recs: list[Any], data: st.DataObject
+) -> None:
+    entries = build(recs)
+    positions = sorted(set(data.draw(st.lists(st.integers(1, len(recs)), min_size=1))))
+    witnessed = _signed_at_heads(entries, positions)
+
+    def verified(kept: int) -> ChainVerifier:
+        """The chain as a verifier walks it when only the first ``kept`` records remain."""
+        verifier = ChainVerifier()
+        verifier.watch(c.position for c in witnessed)
+        for entry, (values, children) in zip(entries[:kept], recs[:kept], strict=True):
+            stored = StoredRecord(record_digest(FMT, values, children), entry.position)
+            verifier.feed(entry, stored)
+        assert verifier.problem is None
+        return verifier
+
+    whole = verified(len(recs))
+    assert check_witness(witnessed, witnessed, whole, check_sig, "k") is None
+    # The store rolled back to before the newest witnessed checkpoint, that checkpoint
+    # deleted with the records: only the witness can tell.
+    newest = witnessed[-1]
+    kept = newest.position - 1
+    if kept >= 1:
+        problem = check_witness(witnessed, witnessed[:-1], verified(kept), check_sig, "k")
+        assert problem is not None
+        assert problem.kind is ProblemKind.RECORDS_MISSING_AT_END
+        assert problem.checkpoint == newest.number
+    # A checkpoint the database lost, one it holds otherwise, one the witness's copy edited.
+    problem = check_witness(witnessed, witnessed[1:], whole, check_sig, "k")
+    assert problem is not None
+    assert (problem.kind, problem.checkpoint) == (ProblemKind.CHECKPOINT_MISSING, 1)
+    other = [dataclasses.replace(witnessed[0], created_at="later"), *witnessed[1:]]
+    problem = check_witness(witnessed, other, whole, check_sig, "k")
+    assert problem is not None
+    assert (problem.kind, problem.checkpoint) == (ProblemKind.CHECKPOINT_MISMATCH, 1)
+    edited = [dataclasses.replace(witnessed[0], head_hash="0" * 64), *witnessed[1:]]
+    problem = check_witness(edited, witnessed, whole, check_sig, "k")
+    assert problem is not None
+    assert problem.kind is ProblemKind.WITNESS_INVALID
