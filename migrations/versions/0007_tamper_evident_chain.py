@@ -77,7 +77,7 @@ def upgrade() -> None:
 
 
 def _chain_existing(conn: sa.Connection) -> None:
-    from lookup_knowledge.adapters.audit.chain import chain_existing_records
+    from lookup_knowledge.adapters.audit.chain_upgrade import chain_existing_records
 
     chain_existing_records(conn, chunk=_CHUNK)
 

@@ -48,13 +48,13 @@ from lookup_knowledge.domain.errors import AuditError, InvalidInputError, NotFou
 from lookup_knowledge.domain.trail import (
     BUNDLE_FORMAT,
     GENESIS,
+    ChainEntry,
     ChainVerifier,
     Checkpoint,
     Problem,
     ProblemKind,
-    check_checkpoints,
-    check_witness,
 )
+from lookup_knowledge.domain.trail_checks import check_checkpoints, check_witness
 
 if TYPE_CHECKING:  # cryptography: imported when a signature is checked
     from lookup_knowledge.adapters.signing import TrailVerifyKey
@@ -275,30 +275,7 @@ class SqlAuditTrail(AuditTrail):
             if entry.session_id != session_id or position not in contents:
                 leaves[str(position)] = entry.leaf()
                 continue
-            name, values, children = contents[position]
-            record_format = FORMAT_OF_KIND[entry.kind]
-            records.append(
-                {
-                    "format": name,
-                    "entry": {
-                        "position": entry.position,
-                        "kind": entry.kind,
-                        "recordId": entry.record_id,
-                        "sessionId": entry.session_id,
-                        "seq": entry.seq,
-                        "recordHash": entry.record_hash,
-                        "prevHash": entry.prev_hash,
-                        "entryHash": entry.entry_hash,
-                        "recordedAt": entry.recorded_at,
-                        "chainedAtUpgrade": entry.chained_at_upgrade,
-                    },
-                    "fields": dict(zip(record_format.fields, values, strict=True)),
-                    "children": [
-                        dict(zip(record_format.child_fields, child, strict=True))
-                        for child in children
-                    ],
-                }
-            )
+            records.append(_bundle_record(entry, *contents[position]))
         return {
             "format": BUNDLE_FORMAT,
             "sessionId": session_id,
@@ -468,3 +445,29 @@ def _read_witness(path: str | Path | None, *, explicit: bool) -> list[Checkpoint
                 f"line {number} of the witness file {path} is not a checkpoint (edited)",
             )
     return found
+
+
+def _bundle_record(
+    entry: ChainEntry, name: str, values: list[Any], children: list[list[Any]]
+) -> dict[str, Any]:
+    """One record of an evidence bundle: its chain entry, its fields and child rows."""
+    record_format = FORMAT_OF_KIND[entry.kind]
+    return {
+        "format": name,
+        "entry": {
+            "position": entry.position,
+            "kind": entry.kind,
+            "recordId": entry.record_id,
+            "sessionId": entry.session_id,
+            "seq": entry.seq,
+            "recordHash": entry.record_hash,
+            "prevHash": entry.prev_hash,
+            "entryHash": entry.entry_hash,
+            "recordedAt": entry.recorded_at,
+            "chainedAtUpgrade": entry.chained_at_upgrade,
+        },
+        "fields": dict(zip(record_format.fields, values, strict=True)),
+        "children": [
+            dict(zip(record_format.child_fields, child, strict=True)) for child in children
+        ],
+    }

@@ -119,6 +119,14 @@ def register_trail_commands(
             pem = app.audit_trail.public_key_pem()
         typer.echo(pem, nl=False)
 
+    _register_verify_log(audit_app, open_app)
+    _register_bundles(audit_app, open_app)
+    _register_prune(audit_app, open_app)
+
+
+def _register_verify_log(
+    audit_app: typer.Typer, open_app: Callable[[], AbstractContextManager[LookupApp]]
+) -> None:
     @audit_app.command("verify-log")
     def verify_log(
         since: Annotated[
@@ -158,6 +166,10 @@ def register_trail_commands(
         if not report.intact:
             raise typer.Exit(1)
 
+
+def _register_bundles(
+    audit_app: typer.Typer, open_app: Callable[[], AbstractContextManager[LookupApp]]
+) -> None:
     @audit_app.command("export")
     def export(
         session: Annotated[str, typer.Option(help="The session to export.")],
@@ -193,41 +205,12 @@ def register_trail_commands(
     ) -> None:
         """Verify an evidence bundle offline, without the database: exit 0 when intact,
         1 naming what is wrong."""
-        from lookup_knowledge.adapters.signing import TrailVerifyKey
-        from lookup_knowledge.domain.trail import FORMATS
-        from lookup_knowledge.domain.trail import verify_bundle as check
+        _check_bundle(bundle, key, as_json)
 
-        verify_key = TrailVerifyKey.from_file(key)
-        try:
-            data: Any = json.loads(bundle.read_text("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
-            data = {"format": f"unreadable ({error})"}
-        if not isinstance(data, dict):
-            data = {"format": "not a JSON object"}
-        report = check(data, FORMATS, verify_key.check, verify_key.key_id)
-        if as_json:
-            print_json(
-                {
-                    "intact": report.ok,
-                    "records": report.records,
-                    "checkpoint": report.checkpoint,
-                    "problem": _problem_data(report.problem),
-                }
-            )
-        elif report.ok:
-            console().print(
-                f"bundle intact: {report.records} records of session "
-                f"{literal(str(data.get('sessionId')))}, chained to checkpoint "
-                f"#{report.checkpoint} signed by key {verify_key.key_id}"
-            )
-        else:
-            problem = report.problem
-            console().print(
-                f"bundle BROKEN: {literal(problem.describe() if problem else 'unknown')}"
-            )
-        if not report.ok:
-            raise typer.Exit(1)
 
+def _register_prune(
+    audit_app: typer.Typer, open_app: Callable[[], AbstractContextManager[LookupApp]]
+) -> None:
     @audit_app.command("prune")
     def prune(
         before: Annotated[
@@ -247,3 +230,38 @@ def register_trail_commands(
             f"pruned {done.removed} records (positions up to {done.pruned_through}) behind "
             f"signed checkpoint #{done.checkpoint.number}"
         )
+
+
+def _check_bundle(bundle: Path, key: Path, as_json: bool) -> None:
+    from lookup_knowledge.adapters.signing import TrailVerifyKey
+    from lookup_knowledge.domain.trail import FORMATS
+    from lookup_knowledge.domain.trail_checks import verify_bundle as check
+
+    verify_key = TrailVerifyKey.from_file(key)
+    try:
+        data: Any = json.loads(bundle.read_text("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        data = {"format": f"unreadable ({error})"}
+    if not isinstance(data, dict):
+        data = {"format": "not a JSON object"}
+    report = check(data, FORMATS, verify_key.check, verify_key.key_id)
+    if as_json:
+        print_json(
+            {
+                "intact": report.ok,
+                "records": report.records,
+                "checkpoint": report.checkpoint,
+                "problem": _problem_data(report.problem),
+            }
+        )
+    elif report.ok:
+        console().print(
+            f"bundle intact: {report.records} records of session "
+            f"{literal(str(data.get('sessionId')))}, chained to checkpoint "
+            f"#{report.checkpoint} signed by key {verify_key.key_id}"
+        )
+    else:
+        problem = report.problem
+        console().print(f"bundle BROKEN: {literal(problem.describe() if problem else 'unknown')}")
+    if not report.ok:
+        raise typer.Exit(1)

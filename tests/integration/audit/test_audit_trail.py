@@ -35,8 +35,8 @@ from lookup_knowledge.domain.trail import (
     ProblemKind,
     leaf_hash,
     link_hash,
-    verify_bundle,
 )
+from lookup_knowledge.domain.trail_checks import verify_bundle
 from tests.support.audit_data import invocation, session
 
 

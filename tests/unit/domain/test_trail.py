@@ -22,11 +22,10 @@ from lookup_knowledge.domain.trail import (
     StoredRecord,
     canonical_document,
     canonical_json,
-    check_checkpoints,
-    check_witness,
     make_entry,
     record_digest,
 )
+from lookup_knowledge.domain.trail_checks import check_checkpoints, check_witness
 
 FMT = RecordFormat("test/1", ("id", "query", "score", "flag"), ("rank", "text"))
 SECRET = b"test key"
