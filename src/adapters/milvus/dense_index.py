@@ -42,7 +42,7 @@ from lookup_knowledge.adapters.milvus.dense_rows import (
     dense_root,
     faiss_module,
 )
-from lookup_knowledge.adapters.milvus.pending_writes import PendingWrites
+from lookup_knowledge.adapters.milvus.pending_writes import JournalledIndex, PendingWrites
 from lookup_knowledge.domain.access import UNRESTRICTED, AccessScope
 
 logger = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ MAX_EF_FACTOR = 16
 COMPACT_SHARE = 0.2
 
 
-class DenseIndex:
+class DenseIndex(JournalledIndex):
     """One collection's HNSW index and its journal; thread-safe; opened lazily."""
 
     def __init__(
@@ -197,30 +197,13 @@ class DenseIndex:
 
     # ------------------------------------------------------------------ journal
 
-    def mark(self, doc_keys: Iterable[str]) -> None:
-        """Journal ``doc_keys`` (fsync'd) before Milvus writes them."""
-        unique = list(dict.fromkeys(doc_keys))
-        if unique:  # no document, nothing to open or journal
-            self._ensure_open()
-            with self._lock:
-                self._pending.append(unique)
+    def _is_open(self) -> bool:
+        return self._opened
 
-    def failed(self) -> None:
-        """A Milvus write failed after ``mark``: repair from Milvus before the next use."""
-        self._needs_repair = True
-
-    def settle(self) -> None:
-        """Milvus has flushed: write the index file, then clear the journal."""
-        with self._lock:
-            if not self._opened:
-                return  # never opened in this process: the next open checks
-            if self._needs_repair:
-                self._repair(self._pending.doc_keys())
-                return
-            if len(self._keys) - len(self._by_key) > COMPACT_SHARE * max(len(self._keys), 1):
-                self._compact()
-            self._write()
-            self._pending.clear()
+    def _persist(self) -> None:
+        if len(self._keys) - len(self._by_key) > COMPACT_SHARE * max(len(self._keys), 1):
+            self._compact()
+        self._write()
 
     def _write(self) -> None:
         faiss = faiss_module()

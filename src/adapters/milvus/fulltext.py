@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from lookup_knowledge.adapters.durable_files import FSYNCED, DurableFiles
-from lookup_knowledge.adapters.milvus.pending_writes import PendingWrites
+from lookup_knowledge.adapters.milvus.pending_writes import JournalledIndex, PendingWrites
 from lookup_knowledge.domain.access import UNRESTRICTED, AccessScope, storage_key
 from lookup_knowledge.domain.relevance import QueryConcepts, query_reference, reference_idf
 
@@ -128,7 +128,7 @@ def _schema() -> Any:
     return builder.build()
 
 
-class FullTextIndex:
+class FullTextIndex(JournalledIndex):
     """One collection's tantivy index and its journal; thread-safe; opened lazily."""
 
     def __init__(
@@ -253,28 +253,11 @@ class FullTextIndex:
 
     # ------------------------------------------------------------------ journal
 
-    def mark(self, doc_ids: Iterable[str]) -> None:
-        """Journal ``doc_ids`` (fsync'd) before Milvus writes them."""
-        unique = list(dict.fromkeys(doc_ids))
-        if unique:  # no document, nothing to open or journal
-            self._ensure_open()
-            with self._lock:
-                self._pending.append(unique)
+    def _is_open(self) -> bool:
+        return self._index is not None
 
-    def failed(self) -> None:
-        """A Milvus write failed after ``mark``: repair from Milvus before the next use."""
-        self._needs_repair = True
-
-    def settle(self) -> None:
-        """Milvus has flushed: everything journalled is on both sides; clear the journal."""
-        with self._lock:
-            if self._index is None:
-                return  # never opened in this process: the next open checks
-            if self._needs_repair:
-                self._repair(self._pending.doc_keys())
-                return
-            self._commit()
-            self._pending.clear()
+    def _persist(self) -> None:
+        self._commit()
 
     # ------------------------------------------------------------------ writes
 

@@ -6,7 +6,9 @@ Shared by the full-text index (``fulltext.py``) and the dense index (``dense_ind
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from lookup_knowledge.adapters.durable_files import DurableFiles
@@ -46,4 +48,52 @@ class PendingWrites:
         self._files.remove(self._path)
 
 
-__all__ = ["JOURNAL_FILE", "PendingWrites"]
+class JournalledIndex(ABC):
+    """The write protocol an index beside Lite follows with Milvus: ``mark`` the documents
+    (journalled, fsync'd) before the Milvus write, ``failed`` when that write failed (the
+    next use repairs from Milvus), ``settle`` once Milvus has flushed (persist, then clear
+    the journal)."""
+
+    _lock: threading.RLock
+    _pending: PendingWrites
+    _needs_repair: bool
+
+    @abstractmethod
+    def _ensure_open(self) -> None: ...
+
+    @abstractmethod
+    def _is_open(self) -> bool:
+        """Opened in this process (an index never opened is checked by its next open)."""
+
+    @abstractmethod
+    def _repair(self, doc_keys: Sequence[str]) -> None: ...
+
+    @abstractmethod
+    def _persist(self) -> None:
+        """Make what is applied in memory durable (before the journal is cleared)."""
+
+    def mark(self, doc_keys: Iterable[str]) -> None:
+        """Journal ``doc_keys`` (fsync'd) before Milvus writes them."""
+        unique = list(dict.fromkeys(doc_keys))
+        if unique:  # no document, nothing to open or journal
+            self._ensure_open()
+            with self._lock:
+                self._pending.append(unique)
+
+    def failed(self) -> None:
+        """A Milvus write failed after ``mark``: repair from Milvus before the next use."""
+        self._needs_repair = True
+
+    def settle(self) -> None:
+        """Milvus has flushed: persist what is applied, then clear the journal."""
+        with self._lock:
+            if not self._is_open():
+                return  # never opened in this process: the next open checks
+            if self._needs_repair:
+                self._repair(self._pending.doc_keys())
+                return
+            self._persist()
+            self._pending.clear()
+
+
+__all__ = ["JOURNAL_FILE", "JournalledIndex", "PendingWrites"]
