@@ -326,17 +326,11 @@ def main() -> None:
         assert engine is not None
         assert chain is not None
         trail = SqlAuditTrail(engine, chain)  # type: ignore[arg-type]
-        best = cpu_best = float("inf")
-        for _ in range(args.rounds):
-            started, cpu = time.perf_counter(), time.process_time()
-            report = trail.verify_log()
-            best = min(best, time.perf_counter() - started)
-            cpu_best = min(cpu_best, time.process_time() - cpu)
-            assert report.intact, report.problem
+        records_verified, best, cpu_best = time_verify(trail, args.rounds)
         print(
-            f"verify-log over {report.records} records: {best:.2f} s wall, "
-            f"{report.records / best:,.0f} records/s; {cpu_best:.2f} s of this process's CPU, "
-            f"{report.records / cpu_best:,.0f} records/s per CPU second"
+            f"verify-log over {records_verified} records: {best:.2f} s wall, "
+            f"{records_verified / best:,.0f} records/s; {cpu_best:.2f} s of this process's CPU, "
+            f"{records_verified / cpu_best:,.0f} records/s per CPU second"
         )
         if args.baseline is not None:
             bench_versions(
@@ -347,6 +341,20 @@ def main() -> None:
         drop(args.url, schema)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def time_verify(trail: SqlAuditTrail, rounds: int) -> tuple[int, float, float]:
+    """``verify_log`` ``rounds`` times: the records verified, the best wall and CPU seconds."""
+    best = cpu_best = float("inf")
+    records = 0
+    for _ in range(rounds):
+        started, cpu = time.perf_counter(), time.process_time()
+        report = trail.verify_log()
+        best = min(best, time.perf_counter() - started)
+        cpu_best = min(cpu_best, time.process_time() - cpu)
+        assert report.intact, report.problem
+        records = report.records
+    return records, best, cpu_best
 
 
 def engine_url(engine: object) -> str:
@@ -364,17 +372,11 @@ def bench_verify_only(
         write(e, records, chain)
         chain.checkpoint("flush")
         trail = SqlAuditTrail(e, chain)  # type: ignore[arg-type]
-        best = cpu_best = float("inf")
-        for _ in range(args.rounds):
-            started, cpu = time.perf_counter(), time.process_time()
-            report = trail.verify_log()
-            best = min(best, time.perf_counter() - started)
-            cpu_best = min(cpu_best, time.process_time() - cpu)
-            assert report.intact, report.problem
+        records_verified, best, cpu_best = time_verify(trail, args.rounds)
         print(
-            f"verify-log in this process over {report.records} records: "
-            f"{report.records / best:,.0f} records/s wall, "
-            f"{report.records / cpu_best:,.0f} records/s per CPU second"
+            f"verify-log in this process over {records_verified} records: "
+            f"{records_verified / best:,.0f} records/s wall, "
+            f"{records_verified / cpu_best:,.0f} records/s per CPU second"
         )
         if args.baseline is not None:
             bench_versions(

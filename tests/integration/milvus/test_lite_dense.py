@@ -5,10 +5,6 @@ and the index write)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -28,6 +24,7 @@ from lookup_knowledge.application.ports import KnowledgeSearchRequest
 from lookup_knowledge.domain.model import SearchMode
 from tests.integration.milvus.test_lite_fulltext import _all_keys, _ingest
 from tests.support.files import long_markdown, write
+from tests.support.killed_ingest import ingest_killed_before_index
 
 EMBEDDER = HashingEmbedder(64)
 
@@ -128,33 +125,6 @@ def test_a_reingested_document_leaves_the_index_holding_the_collection_rows(
     assert set(_dense(search, "anything at all", top_k=100)) == _all_keys(store)
 
 
-_KILLED_INGEST = textwrap.dedent(
-    """
-    import os, signal, sys
-    from lookup_knowledge.adapters.embedders import HashingEmbedder
-    from lookup_knowledge.adapters.files import FileDocumentSource, MarkdownChunker
-    from lookup_knowledge.adapters.milvus import MilvusConnection, MilvusKnowledgeStore
-    from lookup_knowledge.adapters.milvus.dense_index import DenseIndex
-    from lookup_knowledge.adapters.runtime import SystemClock
-    from lookup_knowledge.application.ingest import IngestDocuments
-
-    uri, collection, kb = sys.argv[1:4]
-    store = MilvusKnowledgeStore(MilvusConnection(uri, timeout_s=30.0), collection=collection)
-    ingest = IngestDocuments(
-        store=store, chunker=MarkdownChunker(chunk_size=200, chunk_overlap=30),
-        clock=SystemClock(), embedder=HashingEmbedder(64),
-    )
-
-    def die(self, rows):  # after Lite took the rows, before the dense index adds them
-        store._connection.client().flush(collection)
-        os.kill(os.getpid(), signal.SIGKILL)
-
-    DenseIndex.upsert = die
-    ingest.execute(FileDocumentSource(kb), sync=True)
-    """
-)
-
-
 def test_a_process_killed_between_the_lite_write_and_the_index_write_is_rebuilt_consistent(
     collection: str, kb: Path, tmp_path: Path
 ) -> None:
@@ -169,16 +139,7 @@ def test_a_process_killed_between_the_lite_write_and_the_index_write_is_rebuilt_
 
     write(kb, "runbooks/kafka.md", "# Kafka lag\n\nRestart the zookeeper ensemble.\n")
     write(kb, "runbooks/new.md", long_markdown("New runbook", 3, "fresh words"))
-    script = tmp_path / "killed_ingest.py"
-    script.write_text(_KILLED_INGEST, encoding="utf-8")
-    child = subprocess.run(
-        [sys.executable, str(script), lite_uri, collection, str(kb)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": str(Path.cwd())},
-    )
-    assert child.returncode == -9, child.stderr[-2000:]
+    ingest_killed_before_index(DenseIndex, lite_uri, collection, kb, tmp_path)
     assert (root / "pending.jsonl").exists()  # the journal says what was interrupted
 
     connection = MilvusConnection(lite_uri, timeout_s=30.0)

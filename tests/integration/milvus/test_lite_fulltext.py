@@ -4,10 +4,6 @@ and crash safety (a process killed between the Milvus write and the index write)
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -27,6 +23,7 @@ from lookup_knowledge.application.ports import KnowledgeSearchRequest
 from lookup_knowledge.domain.errors import IngestError
 from lookup_knowledge.domain.model import SearchMode
 from tests.support.files import long_markdown, write
+from tests.support.killed_ingest import ingest_killed_before_index
 
 
 def _ingest(store: MilvusKnowledgeStore) -> IngestDocuments:
@@ -202,33 +199,6 @@ def test_a_missing_index_is_rebuilt_from_milvus_on_open(
         connection.close()
 
 
-_KILLED_INGEST = textwrap.dedent(
-    """
-    import os, signal, sys
-    from lookup_knowledge.adapters.embedders import HashingEmbedder
-    from lookup_knowledge.adapters.files import FileDocumentSource, MarkdownChunker
-    from lookup_knowledge.adapters.milvus import MilvusConnection, MilvusKnowledgeStore
-    from lookup_knowledge.adapters.milvus.fulltext import FullTextIndex
-    from lookup_knowledge.adapters.runtime import SystemClock
-    from lookup_knowledge.application.ingest import IngestDocuments
-
-    uri, collection, kb = sys.argv[1:4]
-    store = MilvusKnowledgeStore(MilvusConnection(uri, timeout_s=30.0), collection=collection)
-    ingest = IngestDocuments(
-        store=store, chunker=MarkdownChunker(chunk_size=200, chunk_overlap=30),
-        clock=SystemClock(), embedder=HashingEmbedder(64),
-    )
-
-    def die(self, rows):  # after Milvus took the rows, before the index writes them
-        store._connection.client().flush(collection)
-        os.kill(os.getpid(), signal.SIGKILL)
-
-    FullTextIndex.upsert = die
-    ingest.execute(FileDocumentSource(kb), sync=True)
-    """
-)
-
-
 def test_a_process_killed_between_the_milvus_write_and_the_index_write_is_repaired_on_open(
     collection: str, kb: Path, tmp_path: Path
 ) -> None:
@@ -242,16 +212,7 @@ def test_a_process_killed_between_the_milvus_write_and_the_index_write_is_repair
         connection.close()  # the child process needs the Lite folder
 
     write(kb, "runbooks/kafka.md", "# Kafka lag\n\nRestart the zookeeper ensemble.\n")
-    script = tmp_path / "killed_ingest.py"
-    script.write_text(_KILLED_INGEST, encoding="utf-8")
-    child = subprocess.run(
-        [sys.executable, str(script), lite_uri, collection, str(kb)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": str(Path.cwd())},
-    )
-    assert child.returncode == -9, child.stderr[-2000:]
+    ingest_killed_before_index(FullTextIndex, lite_uri, collection, kb, tmp_path)
     assert (root / "pending.jsonl").exists()  # the journal says what was interrupted
 
     connection = MilvusConnection(lite_uri, timeout_s=30.0)

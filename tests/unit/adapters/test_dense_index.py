@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +24,7 @@ from lookup_knowledge.domain.access import (
     can_see,
     storage_key,
 )
+from tests.support.lite_rows import RowsInMilvus
 
 DIM = 8
 
@@ -55,20 +56,7 @@ def axis(i: int, scale: float = 1.0) -> list[float]:
     return out
 
 
-class Milvus:
-    """What the index repairs and rebuilds from: the rows the collection holds."""
-
-    def __init__(self, rows: Sequence[DenseRow] = ()) -> None:
-        self.rows = {r.key: r for r in rows}
-        self.reads: list[Sequence[str] | None] = []
-
-    def read(self, doc_keys: Sequence[str] | None) -> Iterator[DenseRow]:
-        self.reads.append(doc_keys)
-        wanted = None if doc_keys is None else set(doc_keys)
-        return iter([r for r in self.rows.values() if wanted is None or r.doc_key in wanted])
-
-    def count(self) -> int:
-        return len(self.rows)
+Milvus = RowsInMilvus[DenseRow]
 
 
 def open_index(root: Path, milvus: Milvus, *, exact_rows: int = 0, m: int = 16) -> DenseIndex:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import cast
 
@@ -24,6 +24,7 @@ from lookup_knowledge.domain.access import (
     can_see,
     storage_key,
 )
+from tests.support.lite_rows import RowsInMilvus
 
 
 def row(
@@ -53,20 +54,7 @@ def row(
     )
 
 
-class Milvus:
-    """What the index repairs from: the rows the collection holds."""
-
-    def __init__(self, rows: Sequence[FullTextRow] = ()) -> None:
-        self.rows = {r.key: r for r in rows}
-        self.reads: list[Sequence[str] | None] = []
-
-    def read(self, doc_keys: Sequence[str] | None) -> Iterator[FullTextRow]:
-        self.reads.append(doc_keys)
-        wanted = None if doc_keys is None else set(doc_keys)
-        return iter([r for r in self.rows.values() if wanted is None or r.doc_key in wanted])
-
-    def count(self) -> int:
-        return len(self.rows)
+Milvus = RowsInMilvus[FullTextRow]
 
 
 def open_index(root: Path, milvus: Milvus, analysis: str = "a1") -> FullTextIndex:

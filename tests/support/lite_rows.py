@@ -1,0 +1,32 @@
+"""What an index beside Milvus Lite repairs and rebuilds from, in memory: the rows the
+collection holds, read all at once (None) or by document key, with the reads recorded."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Generic, Protocol, TypeVar
+
+
+class _Row(Protocol):
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def doc_key(self) -> str: ...
+
+
+R = TypeVar("R", bound=_Row)
+
+
+class RowsInMilvus(Generic[R]):
+    def __init__(self, rows: Sequence[R] = ()) -> None:
+        self.rows = {r.key: r for r in rows}
+        self.reads: list[Sequence[str] | None] = []
+
+    def read(self, doc_keys: Sequence[str] | None) -> Iterator[R]:
+        self.reads.append(doc_keys)
+        wanted = None if doc_keys is None else set(doc_keys)
+        return iter([r for r in self.rows.values() if wanted is None or r.doc_key in wanted])
+
+    def count(self) -> int:
+        return len(self.rows)
