@@ -270,7 +270,7 @@ def bench_all_writes(
 ) -> None:
     """Inline and write-behind (no linger, and the container's linger), then the batch
     transfer; ``write_behind_only``: the write-behind runs only (the end-to-end rate)."""
-    from lookup_knowledge.adapters.container import AUDIT_LINGER_S
+    from lookup_knowledge.adapters.builders import AUDIT_LINGER_S
 
     if not write_behind_only:
         bench_writes(label, engine, records, threads, write_behind=False)

@@ -161,7 +161,7 @@ def write(engine: object, records: list[ToolInvocation], chain: AuditChain | Non
 
 
 def bench_record(records: list[ToolInvocation], folder: Path, signer: TrailSigner) -> None:
-    from lookup_knowledge.adapters import container as container_module
+    from lookup_knowledge.adapters import builders
     from lookup_knowledge.adapters.audit import build_sql_recorder
 
     systems = {}
@@ -175,7 +175,7 @@ def bench_record(records: list[ToolInvocation], folder: Path, signer: TrailSigne
             e,
             folder / f"journal-{label}",
             write_behind=True,
-            linger_s=container_module.AUDIT_LINGER_S,
+            linger_s=builders.AUDIT_LINGER_S,
             chain=chain,
         )
     times: dict[str, list[float]] = {k: [] for k in systems}
