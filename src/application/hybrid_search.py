@@ -7,9 +7,11 @@ every engine:
 - HYBRID: the dense and the BM25 list (``hybrid_candidates`` or ``top_k * group_size``
   hits each, ungrouped) are fused by ``reciprocal_rank_fusion(k=rrf_k)`` (score kind
   ``rrf``) or, with weights, by Milvus' ``WeightedRanker`` formula (reported as
-  ``cosine``). Every fused hit keeps ``component_scores``: the raw score of each list
-  that found it. Why not the engine's own fusion: it returns only the fused score,
-  which says where a hit ranked, not how relevant it is (``domain.fusion``).
+  ``cosine``). Every fused hit keeps ``component_scores``: the raw score of each list,
+  the one it ranked with, or for a list that did not return it the score the engine
+  gives it there (``RankedListSource.list_scores``), so its evidence does not depend on
+  how deep the lists were fetched. Why not the engine's own fusion: it returns only the
+  fused score, which says where a hit ranked, not how relevant it is (``domain.fusion``).
 - grouping (``group_size``): by the engine where it groups natively; otherwise (and
   always after a fusion, whose lists are fetched ungrouped so a chunk both lists found
   is seen as such) over the ranked list here, with the shape engine grouping returns:
@@ -43,6 +45,7 @@ from lookup_knowledge.domain.postprocess import group_by_document
 from lookup_knowledge.domain.relevance import ScoreKind
 
 _LIST_KIND = {SearchMode.DENSE: ScoreKind.COSINE, SearchMode.SPARSE: ScoreKind.BM25}
+_KIND_ORDER = {kind: n for n, kind in enumerate(_LIST_KIND.values())}
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,8 +118,45 @@ class HybridSearch:
         lists = self._source.ranked_lists(request, limit=per_list, group_size=None)
         fused = fuse(lists, self._settings)
         if group is None:
-            return fused[:limit]
-        return group_by_document(fused, document_of, limit, group)
+            return self._completed(request, fused[:limit])
+        return self._completed(request, group_by_document(fused, document_of, limit, group))
+
+    def _completed(
+        self, request: KnowledgeSearchRequest, hits: list[KnowledgeSearchHit]
+    ) -> list[KnowledgeSearchHit]:
+        """Each fused hit with the raw score of every list, asked of the engine for the
+        lists that did not return it (``RankedListSource.list_scores``): a hit outside
+        one list's top is weaker there than that list's last hit, not without evidence,
+        and how much weaker depends on how deep the lists were fetched. Completing it
+        makes a hit's relevance the same whatever ``retrieve-k`` is. The order stays the
+        fusion's. A list the engine cannot score leaves the hit as it was."""
+        completed: dict[str, list[tuple[ScoreKind, float]]] = {}
+        for mode, kind in _LIST_KIND.items():
+            missing = [
+                hit.id
+                for hit in hits
+                if hit.id is not None and all(k is not kind for k, _ in hit.component_scores)
+            ]
+            if not missing:
+                continue
+            for key, score in self._source.list_scores(request, mode, missing).items():
+                completed.setdefault(key, []).append((kind, score))
+        if not completed:
+            return hits
+        return [
+            hit
+            if hit.id is None or hit.id not in completed
+            else replace(
+                hit,
+                component_scores=tuple(
+                    sorted(
+                        (*hit.component_scores, *completed[hit.id]),
+                        key=lambda pair: _KIND_ORDER[pair[0]],
+                    )
+                ),
+            )
+            for hit in hits
+        ]
 
     def _client_grouped(
         self, request: KnowledgeSearchRequest, group: int

@@ -281,6 +281,26 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore, RankedListSourc
                 for each, found in scored.items()
             )
 
+    def list_scores(
+        self, request: KnowledgeSearchRequest, mode: SearchMode, keys: Sequence[str]
+    ) -> dict[str, float]:
+        with self._lock:
+            self._check_open()
+            rows = [
+                row
+                for key in dict.fromkeys(keys)
+                if (row := self._rows.get(key)) is not None
+                and request.access.allows(row.record.access)
+                and request.category_filter in (None, row.record.category)
+            ]
+            if mode is SearchMode.DENSE:
+                if request.query_vector is None:
+                    return {}
+                scored = self._dense(rows, request.query_vector)
+            else:
+                scored = self._bm25(rows, request.query_text)
+            return {row.record.storage_key: score for row, score in scored}
+
     def _dense(self, rows: list[_Row], vector: Sequence[float]) -> list[tuple[_Row, float]]:
         scored = [(r, _cosine(vector, r.record.vector, r.norm)) for r in rows if r.record.vector]
         return sorted(scored, key=lambda p: (-p[1], p[0].record.evidence_key))

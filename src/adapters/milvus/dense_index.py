@@ -470,6 +470,34 @@ class DenseIndex(JournalledIndex):
             ids = np.flatnonzero(self._allowed(where or {}, access))
             return self._exact(query[0], ids, min(limit, len(ids))) if limit > 0 else []
 
+    def scores(
+        self,
+        vector: Sequence[float],
+        keys: Sequence[str],
+        *,
+        where: Mapping[str, str] | None = None,
+        access: AccessScope = UNRESTRICTED,
+    ) -> dict[str, float]:
+        """The cosine of each row of ``keys`` the filter allows (exact, whatever its rank);
+        keys the index does not hold are absent."""
+        query = self._query(vector)
+        self._ensure_open()
+        with self._lock:
+            labels = np.asarray(
+                [
+                    label
+                    for key in dict.fromkeys(keys)
+                    if (label := self._by_key.get(key)) is not None
+                ],
+                dtype=np.int64,
+            )
+            if not len(labels):
+                return {}
+            if where or access.enforced:
+                labels = labels[self._allowed(where or {}, access)[labels]]
+            found = self._vectors()[labels] @ query[0]
+            return {self._keys[int(n)]: float(s) for n, s in zip(labels, found, strict=True)}
+
     def _exact(self, query: np.ndarray, ids: np.ndarray, want: int) -> list[tuple[str, float]]:
         vectors = self._vectors()
         # Copying a few rows out is cheaper than scoring all; past a quarter of them, the

@@ -352,10 +352,12 @@ class FullTextIndex(JournalledIndex):
         *,
         access: AccessScope = UNRESTRICTED,
         with_text: bool = False,
+        keys: Sequence[str] | None = None,
     ) -> list[dict[str, Any]]:
         """The ``limit`` best rows by BM25 for the analysed ``terms`` that match every
-        ``where`` field exactly and that ``access`` may see; each a dict of the row's
-        fields (the Milvus field names) plus ``distance`` (the BM25 score, positive)."""
+        ``where`` field exactly and that ``access`` may see (and, with ``keys``, whose key
+        is one of them); each a dict of the row's fields (the Milvus field names) plus
+        ``distance`` (the BM25 score, positive)."""
         import tantivy
 
         words = terms.split()
@@ -374,6 +376,12 @@ class FullTextIndex(JournalledIndex):
         ]
         if access.enforced:
             filters.append((tantivy.Occur.Must, self._visible(access)))
+        if keys is not None:
+            if not keys:
+                return []
+            filters.append(
+                (tantivy.Occur.Must, tantivy.Query.term_set_query(schema, "key", list(keys)))
+            )
         if filters:
             query = tantivy.Query.boolean_query(
                 [

@@ -99,7 +99,7 @@ def drop_lite_dense(collection: KnowledgeCollection) -> None:
         DenseIndex.remove(dense_root(path, collection.name))
 
 
-def _expressible(key: str) -> bool:
+def expressible(key: str) -> bool:
     """A key a filter can name (one with other control characters cannot be read back
     by filter: it is left out, as ``fetch_content`` leaves it out)."""
     try:
@@ -132,14 +132,14 @@ def lite_dense_search(
     # ``get(ids=...)`` pastes string keys into the expression unescaped).
     rows = collection.connection.client().query(
         collection.name,
-        filter=in_list(PK, [key for key, _score in found if _expressible(key)]),
+        filter=in_list(PK, [key for key, _score in found if expressible(key)]),
         output_fields=list(output_fields),
         timeout=collection.connection.timeout_s,
     )
     by_key = {str(row.get(PK)): row for row in rows}
     out: list[dict[str, Any]] = []
     for key, score in found:
-        if not _expressible(key):
+        if not expressible(key):
             # No filter can read it back; the hit goes on with its key alone, so the
             # lookup drops it with the reason (a NUL in its id) as Lite's own search did.
             out.append({PK: key, "distance": score})
@@ -154,6 +154,7 @@ __all__ = [
     "EF_FACTOR",
     "dense_row",
     "drop_lite_dense",
+    "expressible",
     "index_ef",
     "lite_dense",
     "lite_dense_search",

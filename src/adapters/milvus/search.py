@@ -32,13 +32,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lookup_knowledge.adapters.milvus.collection import KnowledgeCollection
 from lookup_knowledge.adapters.milvus.connection import MilvusConnection, ServerCapabilities
 from lookup_knowledge.adapters.milvus.errors import DRIVER_ERRORS, collection_missing, translate
-from lookup_knowledge.adapters.milvus.filters import access_filter, all_of, eq
+from lookup_knowledge.adapters.milvus.filters import access_filter, all_of, eq, in_list
 from lookup_knowledge.adapters.milvus.hits import (
     RowReader,
     fits,
@@ -48,7 +48,12 @@ from lookup_knowledge.adapters.milvus.hits import (
     row_key,
     storable_keys,
 )
-from lookup_knowledge.adapters.milvus.lite_dense import index_ef, lite_dense, lite_dense_search
+from lookup_knowledge.adapters.milvus.lite_dense import (
+    expressible,
+    index_ef,
+    lite_dense,
+    lite_dense_search,
+)
 from lookup_knowledge.adapters.milvus.schema import (
     ACCESS_FIELDS,
     BM25_TEXT,
@@ -58,6 +63,7 @@ from lookup_knowledge.adapters.milvus.schema import (
     DOC_ID,
     LIGHT_FIELDS,
     MAX_BYTES,
+    PK,
     SPARSE,
     TEXT,
     CollectionLayout,
@@ -322,6 +328,61 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort, RankedListSource):
             RankedList(each, self._hits(found, _LIST_KIND[each], query.with_text, calibration))
             for each, found in rows.items()
         )
+
+    def list_scores(
+        self, request: KnowledgeSearchRequest, mode: SearchMode, keys: Sequence[str]
+    ) -> dict[str, float]:
+        """Each row's score in ``mode``'s list, by a search of that list restricted to the
+        rows of ``keys`` (and to the request's filter): on Lite the dense index's exact
+        cosine and the full-text index's BM25, on a server the same search with
+        ``pk in [...]``. Keys no filter can name are left out."""
+        wanted = [key for key in dict.fromkeys(keys) if expressible(key)]
+        query = self._query(request) if wanted else None
+        if query is None or (mode is SearchMode.SPARSE and not query.terms):
+            return {}
+        if mode is SearchMode.DENSE and query.vector is None:
+            return {}
+        try:
+            rows = self._restricted(query, mode, wanted)
+        except DRIVER_ERRORS as error:
+            raise translate(error, f"{mode.value} scoring", self._collection.where) from error
+        return {key: float(row["distance"]) for row in rows if (key := row_key(row)) is not None}
+
+    def _restricted(self, query: _Query, mode: SearchMode, keys: list[str]) -> list[Any]:
+        """``mode``'s rows among ``keys`` with their scores (driver errors propagate)."""
+        if mode is SearchMode.DENSE:
+            beside = lite_dense(self._collection)
+            if beside is not None:
+                try:
+                    found = beside.scores(
+                        query.vector or [], keys, where=query.where, access=query.access
+                    )
+                except (OSError, ValueError, RuntimeError) as error:
+                    raise SearchUnavailable(
+                        f"the dense index of {self._collection.where} failed: {error}"
+                    ) from error
+                return [{PK: key, "distance": score} for key, score in found.items()]
+        elif (index := self._collection.fulltext()) is not None:
+            try:
+                return index.search(
+                    query.terms, len(keys), query.where, access=query.access, keys=keys
+                )
+            except (OSError, ValueError) as error:
+                raise SearchUnavailable(
+                    f"the full-text index of {self._collection.where} failed: {error}"
+                ) from error
+        only = replace(
+            query,
+            expression=all_of([query.expression, in_list(PK, keys)]),
+            output_fields=[PK],
+            with_text=False,
+        )
+        if mode is SearchMode.DENSE:
+            params = dict(query.dense_params)
+            if "ef" in params:
+                params["ef"] = max(int(params["ef"]), len(keys))
+            return self._one(DENSE, query.vector, "COSINE", params, only, len(keys), None)
+        return self._one(SPARSE, query.terms, "BM25", {}, only, len(keys), None)
 
     def _query(self, request: KnowledgeSearchRequest) -> _Query | None:
         """What the request sends, checked against the server and the collection; None

@@ -132,6 +132,17 @@ class RankedListSource(ABC):
     def native_grouping(self) -> bool:
         """Whether the engine groups hits by document itself."""
 
+    def list_scores(
+        self, request: KnowledgeSearchRequest, mode: SearchMode, keys: Sequence[str]
+    ) -> dict[str, float]:
+        """The raw score ``mode``'s list of ``request`` gives each row of ``keys`` (hit
+        ids), whether or not the row ranked in that list's top: the cosine of its stored
+        vector (DENSE), its BM25 score for the query (SPARSE). A key the engine cannot
+        score is absent, and so is a row with no query term (its BM25 is nothing).
+        Used to complete the evidence of a fused hit one list did not return. Default:
+        the engine cannot say (the hit keeps only the evidence of the lists that found it)."""
+        return {}
+
 
 class KnowledgeSearchPort(ABC):
     """Fetches candidates for a query. Raises ``SearchError`` subclasses only."""

@@ -284,6 +284,12 @@ def test_the_filtered_top_k_equals_exact_search_over_the_rows_the_filter_allows(
         )
         assert keys(found) == [key for _score, key in scored[:limit]]
         assert [s for _k, s in found] == pytest.approx([s for s, _k in scored[:limit]], abs=1e-5)
+        # Any rows' scores (a fused hit's dense evidence): exact, and only inside the filter.
+        asked = [*[r.key for r, _a in rows][::2], "unknown#chunk-0"]
+        exact = {key: score for score, key in scored}
+        got = index.scores(query.tolist(), asked, where=where, access=scope)
+        assert sorted(got) == sorted(key for key in asked if key in exact)
+        assert got == pytest.approx({key: exact[key] for key in got}, abs=1e-5)
         index.close()
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -92,6 +92,26 @@ def test_bm25_ranks_by_term_statistics_and_filters_exactly(tmp_path: Path) -> No
     index.close()
 
 
+def test_bm25_of_named_rows_is_their_score_in_the_full_ranking(tmp_path: Path) -> None:
+    milvus = Milvus()
+    index = open_index(tmp_path / "ft", milvus)
+    rows = [row(f"d{n}.md", 0, "kafka lag " + "filler " * n) for n in range(12)]
+    rows.append(row("other.md", 0, "disk quota"))
+    milvus.rows = {r.key: r for r in rows}
+    index.upsert(rows)
+    everything = {
+        str(h["evidence_key"]): float(str(h["distance"])) for h in index.search("kafka lag", 50)
+    }
+    named = ["d11.md#chunk-0", "d3.md#chunk-0", "other.md#chunk-0", "missing.md#chunk-0"]
+    got = index.search("kafka lag", len(named), keys=named)
+    assert {str(h["evidence_key"]): float(str(h["distance"])) for h in got} == pytest.approx(
+        {key: everything[key] for key in ("d11.md#chunk-0", "d3.md#chunk-0")}
+    )  # other.md holds no query term; missing.md is no row
+    assert index.search("kafka lag", 5, keys=[]) == []
+    assert keys(index.search("kafka lag", 5, {"category": "billing"}, keys=named)) == []
+    index.close()
+
+
 def test_replace_and_deletes_follow_the_store_calls(tmp_path: Path) -> None:
     milvus = Milvus()
     index = open_index(tmp_path / "ft", milvus)

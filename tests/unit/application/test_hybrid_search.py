@@ -42,9 +42,19 @@ class ListsOnly(RankedListSource):
     lists: dict[SearchMode, list[tuple[str, float]]]
     grouping: bool = False
     asked: list[tuple[int, int | None]] = field(default_factory=list)
+    #: What ``list_scores`` answers: each mode's score of rows outside its list, if any.
+    scores: dict[SearchMode, dict[str, float]] = field(default_factory=dict)
+    scored: list[tuple[SearchMode, tuple[str, ...]]] = field(default_factory=list)
 
     def native_grouping(self) -> bool:
         return self.grouping
+
+    def list_scores(
+        self, request: KnowledgeSearchRequest, mode: SearchMode, keys: Sequence[str]
+    ) -> dict[str, float]:
+        self.scored.append((mode, tuple(keys)))
+        known = {**dict(self.lists.get(mode, [])), **self.scores.get(mode, {})}
+        return {key: known[key] for key in keys if key in known}
 
     def ranked_lists(
         self, request: KnowledgeSearchRequest, *, limit: int, group_size: int | None
@@ -139,3 +149,68 @@ def test_fusion_settings_refuse_bad_values() -> None:
         FusionSettings(hybrid_candidates=0)
     with pytest.raises(InvalidInputError, match="rrf_k"):
         FusionSettings(rrf_k=-1)
+
+
+def test_a_hybrid_hit_one_list_did_not_return_gets_that_lists_score_from_the_engine() -> None:
+    source = ListsOnly(
+        {
+            SearchMode.DENSE: [("a#chunk-0", 0.9), ("b#chunk-0", 0.8)],
+            SearchMode.SPARSE: [("b#chunk-0", 7.0), ("c#chunk-0", 3.0)],
+        },
+        scores={SearchMode.DENSE: {"c#chunk-0": 0.41}, SearchMode.SPARSE: {}},
+    )
+    hits = HybridSearch(source).search(request(SearchMode.HYBRID))
+    by_id = {h.id: h.component_scores for h in hits}
+    assert by_id == {
+        "b#chunk-0": ((ScoreKind.COSINE, 0.8), (ScoreKind.BM25, 7.0)),
+        "a#chunk-0": ((ScoreKind.COSINE, 0.9),),  # no query word: no BM25 score to add
+        "c#chunk-0": ((ScoreKind.COSINE, 0.41), (ScoreKind.BM25, 3.0)),
+    }
+    assert [h.id for h in hits] == ["b#chunk-0", "a#chunk-0", "c#chunk-0"]  # order: RRF's
+    assert sorted(source.scored) == [
+        (SearchMode.DENSE, ("c#chunk-0",)),
+        (SearchMode.SPARSE, ("a#chunk-0",)),
+    ]
+
+
+def test_a_hybrid_hits_evidence_is_the_same_whatever_the_list_depth() -> None:
+    dense = [(f"d{n}#chunk-0", 0.9 - n / 100) for n in range(30)]
+    sparse = [(f"d{29 - n}#chunk-0", 20.0 - n / 2) for n in range(30)]
+    source = ListsOnly({SearchMode.DENSE: dense, SearchMode.SPARSE: sparse})
+    search = HybridSearch(source)
+    shallow = {h.id: h.component_scores for h in search.search(request(SearchMode.HYBRID, 4))}
+    deep = {h.id: h.component_scores for h in search.search(request(SearchMode.HYBRID, 30))}
+    assert shallow
+    for key, scores in shallow.items():
+        assert len(scores) == 2
+        assert scores == deep[key]
+
+
+def test_only_the_hits_returned_are_scored_and_only_for_the_lists_they_miss() -> None:
+    dense = [(f"d{n}#chunk-0", 0.9 - n / 100) for n in range(10)]
+    sparse = [(f"s{n}#chunk-0", 10.0 - n) for n in range(10)]
+    source = ListsOnly({SearchMode.DENSE: dense, SearchMode.SPARSE: sparse})
+    hits = HybridSearch(source, FusionSettings(hybrid_candidates=10)).search(
+        request(SearchMode.HYBRID, 4)
+    )
+    returned = {h.id for h in hits}
+    assert len(returned) == 4
+    asked = {key for _mode, keys in source.scored for key in keys}
+    assert asked == returned
+
+
+def test_an_engine_that_cannot_score_leaves_the_hits_as_fused() -> None:
+    class CannotScore(ListsOnly):
+        def list_scores(
+            self, request: KnowledgeSearchRequest, mode: SearchMode, keys: Sequence[str]
+        ) -> dict[str, float]:
+            return RankedListSource.list_scores(self, request, mode, keys)
+
+    source = CannotScore(
+        {SearchMode.DENSE: [("a#chunk-0", 0.9)], SearchMode.SPARSE: [("c#chunk-0", 3.0)]}
+    )
+    hits = HybridSearch(source).search(request(SearchMode.HYBRID))
+    assert {h.id: h.component_scores for h in hits} == {
+        "a#chunk-0": ((ScoreKind.COSINE, 0.9),),
+        "c#chunk-0": ((ScoreKind.BM25, 3.0),),
+    }
