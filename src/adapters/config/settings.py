@@ -134,8 +134,8 @@ class HybridSettings(_Section):
         default=True,
         description=(
             "Answer a hybrid lookup from BM25 alone when the embedder cannot read the "
-            "query's language (the bundled MiniLM reads English: a question whose words "
-            "are all Chinese); its dense list would rank documents by script, not topic."
+            "query's language (the bundled MiniLM reads English: a question fewer than half "
+            "of whose words are English, a Chinese character counting as half a word); its dense list would rank documents by script, not topic."
         ),
     )
 

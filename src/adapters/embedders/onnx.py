@@ -346,17 +346,23 @@ class OnnxSentenceEmbedder(Embedder):
 
 
 _LATIN_WORD = re.compile(r"[A-Za-z\u00c0-\u024f]{2,}")
+_HAN_RANGES = "\u3400-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
+_HAN = re.compile(f"[{_HAN_RANGES}]")
+#: A word of letters of neither Latin nor Han script (Cyrillic, Greek, Arabic, kana, ...).
+_OTHER_WORD = re.compile(f"[^\\W\\d_A-Za-z\u00c0-\u024f{_HAN_RANGES}]+")
 
 
 def reads_latin(text: str) -> bool:
-    """True if ``text`` has a Latin-script word, or no letters of any other script."""
+    """True if at least half the words of ``text`` are Latin-script words (or it has no
+    letters of any other script). A Han character counts as half a word (Chinese words
+    average two characters); words of other scripts are runs of their letters."""
     normalised = unicodedata.normalize("NFKC", text)
-    if _LATIN_WORD.search(normalised):
+    latin = len(_LATIN_WORD.findall(normalised))
+    han = len(_HAN.findall(normalised))
+    other = len(_OTHER_WORD.findall(normalised))
+    if not (han or other):
         return True
-    return not any(
-        ch.isalpha() and not ("a" <= ch.lower() <= "z" or "\u00c0" <= ch <= "\u024f")
-        for ch in normalised
-    )
+    return latin > 0 and latin >= han / 2 + other
 
 
 def _check_texts(texts: Sequence[str]) -> None:
@@ -368,10 +374,12 @@ def _check_texts(texts: Sequence[str]) -> None:
 class OnnxMiniLMEmbedder(OnnxSentenceEmbedder):
     """The default embedder: all-MiniLM-L6-v2 int8 ONNX, 384 dimensions, offline.
 
-    The model was trained on English text: it ``reads`` a text with a word of two Latin
-    letters or more, or with no letters of another script (digits and symbols alone
-    are left to the caller's mode); a text whose words are all in other scripts
-    (Chinese, Japanese, Cyrillic, ...) it does not."""
+    The model was trained on English text: it ``reads`` a text at least half of whose
+    words are Latin-script words of two letters or more (a Han character counts as half
+    a word), or with no letters of another script (digits and symbols alone are left to
+    the caller's mode). A text mostly in other scripts (Chinese, Japanese, Cyrillic, ...)
+    it does not: its vector would place the question by script, and one English word in
+    a Chinese question (``PgBouncer 连接池大小怎么调整``) does not make it English."""
 
     def reads(self, text: str) -> bool:
         return reads_latin(text)
