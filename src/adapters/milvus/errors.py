@@ -7,6 +7,9 @@ driver exception is always chained as ``__cause__``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import grpc  # type: ignore[import-untyped]
 from pymilvus.exceptions import (
     CollectionNotExistException,
@@ -143,3 +146,13 @@ def translate_ingest(error: BaseException, action: str, where: str) -> IngestErr
     message (``search_unavailable: ...``) so the operator sees what kind it was."""
     translated = translate(error, action, where)
     return IngestError(f"{translated.code}: {translated.message}")
+
+
+@contextmanager
+def index_failures(index: str, where: str) -> Iterator[None]:
+    """An index beside the Lite file (``dense``, ``full-text``) that fails, its file or its
+    library, as ``SearchUnavailable`` naming it."""
+    try:
+        yield
+    except (OSError, ValueError, RuntimeError) as error:
+        raise SearchUnavailable(f"the {index} index of {where} failed: {error}") from error

@@ -16,6 +16,7 @@ from lookup_knowledge.adapters.milvus.collection import KnowledgeCollection
 from lookup_knowledge.adapters.milvus.dense_index import DenseIndex
 from lookup_knowledge.adapters.milvus.dense_rows import DenseRow, dense_root
 from lookup_knowledge.adapters.milvus.dense_rows import available as dense_available
+from lookup_knowledge.adapters.milvus.errors import index_failures
 from lookup_knowledge.adapters.milvus.filters import in_list, string_literal
 from lookup_knowledge.adapters.milvus.schema import (
     ACCESS_PUBLIC,
@@ -27,7 +28,7 @@ from lookup_knowledge.adapters.milvus.schema import (
     TENANT,
 )
 from lookup_knowledge.domain.access import UNRESTRICTED, AccessScope, storage_key
-from lookup_knowledge.domain.errors import InvalidInputError, SearchUnavailable
+from lookup_knowledge.domain.errors import InvalidInputError
 
 _FIELDS = [PK, DOC_ID, CATEGORY, DENSE]
 #: The index searches ``EF_FACTOR`` times as deep as ``milvus.search-ef`` asks: its graph
@@ -122,10 +123,8 @@ def lite_dense_search(
 ) -> list[dict[str, Any]]:
     """The best ``limit`` rows, each a dict of its ``output_fields`` and ``distance`` (the
     cosine), best first; driver errors propagate (the caller translates them)."""
-    try:
+    with index_failures("dense", collection.where):
         found = index.search(vector, limit, ef=ef, where=where, access=access)
-    except (OSError, ValueError, RuntimeError) as error:
-        raise SearchUnavailable(f"the dense index of {collection.where} failed: {error}") from error
     if not found:
         return []
     # ``pk in [...]`` is Lite's point read (``col.get``); written by ``filters`` (pymilvus'

@@ -37,7 +37,12 @@ from typing import Any
 
 from lookup_knowledge.adapters.milvus.collection import KnowledgeCollection
 from lookup_knowledge.adapters.milvus.connection import MilvusConnection, ServerCapabilities
-from lookup_knowledge.adapters.milvus.errors import DRIVER_ERRORS, collection_missing, translate
+from lookup_knowledge.adapters.milvus.errors import (
+    DRIVER_ERRORS,
+    collection_missing,
+    index_failures,
+    translate,
+)
 from lookup_knowledge.adapters.milvus.filters import access_filter, all_of, eq, in_list
 from lookup_knowledge.adapters.milvus.hits import (
     RowReader,
@@ -87,7 +92,6 @@ from lookup_knowledge.domain.errors import (
     SchemaMismatch,
     SearchBadRequest,
     SearchError,
-    SearchUnavailable,
     UnsupportedSearchMode,
 )
 from lookup_knowledge.domain.fusion import check_fusion_parameters
@@ -353,24 +357,16 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort, RankedListSource):
         if mode is SearchMode.DENSE:
             beside = lite_dense(self._collection)
             if beside is not None:
-                try:
+                with index_failures("dense", self._collection.where):
                     found = beside.scores(
                         query.vector or [], keys, where=query.where, access=query.access
                     )
-                except (OSError, ValueError, RuntimeError) as error:
-                    raise SearchUnavailable(
-                        f"the dense index of {self._collection.where} failed: {error}"
-                    ) from error
                 return [{PK: key, "distance": score} for key, score in found.items()]
         elif (index := self._collection.fulltext()) is not None:
-            try:
+            with index_failures("full-text", self._collection.where):
                 return index.search(
                     query.terms, len(keys), query.where, access=query.access, keys=keys
                 )
-            except (OSError, ValueError) as error:
-                raise SearchUnavailable(
-                    f"the full-text index of {self._collection.where} failed: {error}"
-                ) from error
         only = replace(
             query,
             expression=all_of([query.expression, in_list(PK, keys)]),
@@ -476,14 +472,10 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort, RankedListSource):
         index = self._collection.fulltext()
         if index is None:
             return self._one(SPARSE, query.terms, "BM25", {}, query, limit, group)
-        try:
+        with index_failures("full-text", self._collection.where):
             return index.search(
                 query.terms, limit, query.where, access=query.access, with_text=query.with_text
             )
-        except (OSError, ValueError) as error:
-            raise SearchUnavailable(
-                f"the full-text index of {self._collection.where} failed: {error}"
-            ) from error
 
     def _workers(self) -> ThreadPoolExecutor:
         with self._pool_lock:
@@ -548,12 +540,8 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort, RankedListSource):
         index = self._collection.fulltext()
         if index is None:
             return None
-        try:
+        with index_failures("full-text", self._collection.where):
             return index.reference(concepts)
-        except (OSError, ValueError) as error:
-            raise SearchUnavailable(
-                f"the full-text index of {self._collection.where} failed: {error}"
-            ) from error
 
     @staticmethod
     def _hits(
