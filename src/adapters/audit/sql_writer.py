@@ -22,7 +22,7 @@ import hashlib
 import random
 import time
 import uuid
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, func, insert, select, text
@@ -191,25 +191,30 @@ class SqlBatchWriter:
                     continue
                 rows.append(invocation_row(invocation, seq))
                 evidence.extend(evidence_rows(invocation))
-            if batch is not None:
-                return self._copy_batch(conn, batch)
+            if batch is not None:  # PostgreSQL: COPY rows, digested as they were built
+                self._insert_rows(conn, batch.invocations, batch.evidence)
+                if batch and self.chain is not None:  # the trail: in this transaction
+                    append_entries(conn, batch.chained)
+                return len(batch)
             if rows:
-                conn.execute(insert(T), rows)
-                if evidence:
-                    conn.execute(insert(E), evidence)
+                self._insert_rows(conn, rows, evidence)
                 if self.chain is not None:  # the trail: chained in this transaction
                     self.chain.append_invocations(conn, rows, evidence)
             return len(rows)
 
-    def _copy_batch(self, conn: Connection, batch: PgBatch) -> int:
-        """PostgreSQL: the batch's rows by ``COPY`` (a pipelined executemany is one
-        statement per row: ~10x slower), and its chain entries, in its transaction."""
-        if batch:
-            copy_tuples(conn, T.name, INVOCATION_COLUMNS, batch.invocations)
-            copy_tuples(conn, E.name, EVIDENCE_COLUMNS, batch.evidence)
-            if self.chain is not None:  # the trail: chained in this transaction
-                append_entries(conn, batch.chained)
-        return len(batch)
+    def _insert_rows(self, conn: Connection, rows: Sequence[Any], evidence: Sequence[Any]) -> None:
+        """The batch's rows, inside its transaction: ``COPY`` of ``PgBatch`` tuples on
+        PostgreSQL (a pipelined executemany is one statement per row: ~10x slower),
+        executemany of row dicts on SQLite."""
+        if self.is_pg:
+            if rows:
+                copy_tuples(conn, T.name, INVOCATION_COLUMNS, rows)
+                copy_tuples(conn, E.name, EVIDENCE_COLUMNS, evidence)
+            return
+        if rows:
+            conn.execute(insert(T), rows)
+        if evidence:
+            conn.execute(insert(E), evidence)
 
     def _next_seqs(self, conn: Connection, sessions: list[str]) -> dict[str, int]:
         """Each session's highest stored seq (absent: none yet). Runs after the session
