@@ -55,9 +55,11 @@ class PgBatch:
     """The COPY rows of a batch's invocations and evidence rows, and the chain's
     records (kind, id, session, seq, digest) in batch order."""
 
-    __slots__ = ("chained", "evidence", "invocations")
+    __slots__ = ("chained", "digests", "evidence", "invocations")
 
-    def __init__(self) -> None:
+    def __init__(self, *, digests: bool = True) -> None:
+        """``digests`` False: no chain to append to, no digest computed."""
+        self.digests = digests
         self.invocations: list[tuple[Any, ...]] = []
         self.evidence: list[tuple[Any, ...]] = []
         self.chained: list[ChainRecord] = []
@@ -82,6 +84,8 @@ class PgBatch:
         evidence = [_evidence_row(row_id, session, e) for e in i.evidence]
         self.invocations.append(row)
         self.evidence.extend(evidence)
+        if not self.digests:
+            return
         values: list[Any] = list(row)
         values[0] = invocation_id.hex
         values[_STARTED_AT] = time_text(i.started_at)

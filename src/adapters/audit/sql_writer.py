@@ -177,7 +177,7 @@ class SqlBatchWriter:
             ids = [uuid.UUID(i.id) for i in invocations]
             seen = _present(conn, ids, pg=self.is_pg)
             next_seq = self._next_seqs(conn, sessions)
-            batch = PgBatch() if self.is_pg else None
+            batch = PgBatch(digests=self.chain is not None) if self.is_pg else None
             rows: list[dict[str, Any]] = []
             evidence: list[dict[str, Any]] = []
             for invocation, invocation_id in zip(invocations, ids, strict=True):
