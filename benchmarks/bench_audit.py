@@ -184,24 +184,7 @@ def bench_writes(
             print(f"  {label:<11} {mode:<12} (not in this version)")
             return
         if sequential:
-            session_id = f"write-bench-{uuid.uuid4().hex[:8]}"
-            latencies: list[float] = []
-            start = time.perf_counter()
-            for n in range(records):
-                record = make_record(session_id, n)
-                t0 = time.perf_counter()
-                outcome = recorder.record(record)
-                latencies.append((time.perf_counter() - t0) * 1000)
-                if outcome not in WRITTEN:
-                    raise SystemExit(f"{label}: record {n} was {outcome}")
-            if not recorder.flush(timeout_s=600):
-                raise SystemExit(f"{label}: records still pending after the flush")
-            elapsed = time.perf_counter() - start
-            print(
-                f"  {label:<11} {mode:<12} sequential: {records} records x {EVIDENCE_PER} "
-                f"evidence rows: {records / elapsed:,.0f} records/s sustained; record() "
-                f"p50 {pct(latencies, 50):.2f} ms, p95 {pct(latencies, 95):.2f} ms"
-            )
+            bench_sequential(f"  {label:<11} {mode:<12}", recorder, records)
 
         per_thread = records // threads
         barrier = threading.Barrier(threads)
@@ -234,32 +217,79 @@ def bench_writes(
         if not recorder.flush(timeout_s=600):
             raise SystemExit(f"{label}: records still pending after the flush")
         elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
-        total = per_thread * threads
-        making = make_cost_s(total)  # the benchmark's own share of ``cpu``
-        print(
-            f"  {label:<11} {mode:<12} {threads} threads: {total} records: "
-            f"{total / elapsed:,.0f} records/s sustained ({total / cpu:,.0f} per CPU-second "
-            f"of this process, making the records included; "
-            f"{total / max(cpu - making, 1e-9):,.0f} without the {1e6 * making / total:.0f} us "
-            f"per record of making them, {100 * making / cpu:.0f}% of the CPU); record() p50 "
-            f"{pct(thread_latencies, 50):.2f} ms, p95 {pct(thread_latencies, 95):.2f} ms"
-            f"{' (ERRORS: ' + str(len(errors)) + ')' if errors else ''}"
-        )
-        writers = sum(writers_cpu)
-        print(
-            f"  {label:<11} {'':<12} CPU per record: {1e6 * cpu / total:.0f} us, of which the "
-            f"writer threads {1e6 * writers / total:.0f} us (making the records "
-            f"~{1e6 * making / total:.0f}, record() the rest) and the other threads (the "
-            f"journal mover: rows, COPY, chain, checkpoints) {1e6 * (cpu - writers) / total:.0f} us"
+        report_threads(
+            f"  {label:<11} {mode:<12}",
+            per_thread * threads,
+            threads,
+            (elapsed, cpu, sum(writers_cpu)),
+            thread_latencies,
+            errors,
         )
         recorder.close()
         if trail is not None:
-            from lookup_knowledge.adapters.audit.trail import SqlAuditTrail
+            check_trail(label, engine, extra["chain"])
 
-            report = SqlAuditTrail(engine, extra["chain"]).verify_log()  # type: ignore[arg-type]
-            if not report.intact:
-                raise SystemExit(f"{label}: verify-log failed: {report.problem}")
-            print(f"  {label:<11} verify-log intact: {report.records} records")
+
+def bench_sequential(head: str, recorder: SqlToolInvocationRecorder, records: int) -> None:
+    """``records`` records one after the other: records/s sustained, ``record()``'s cost."""
+    session_id = f"write-bench-{uuid.uuid4().hex[:8]}"
+    latencies: list[float] = []
+    start = time.perf_counter()
+    for n in range(records):
+        record = make_record(session_id, n)
+        t0 = time.perf_counter()
+        outcome = recorder.record(record)
+        latencies.append((time.perf_counter() - t0) * 1000)
+        if outcome not in WRITTEN:
+            raise SystemExit(f"{head.strip()}: record {n} was {outcome}")
+    if not recorder.flush(timeout_s=600):
+        raise SystemExit(f"{head.strip()}: records still pending after the flush")
+    elapsed = time.perf_counter() - start
+    print(
+        f"{head} sequential: {records} records x {EVIDENCE_PER} "
+        f"evidence rows: {records / elapsed:,.0f} records/s sustained; record() "
+        f"p50 {pct(latencies, 50):.2f} ms, p95 {pct(latencies, 95):.2f} ms"
+    )
+
+
+def report_threads(
+    head: str,
+    total: int,
+    threads: int,
+    times: tuple[float, float, float],
+    latencies: list[float],
+    errors: list[str],
+) -> None:
+    """A threaded run's rate, per CPU-second, the benchmark's own share (making the
+    records) and the CPU per record split into the writer threads' and the others'.
+    ``times``: wall seconds, process CPU seconds, the writer threads' CPU seconds."""
+    elapsed, cpu, writers = times
+    making = make_cost_s(total)  # the benchmark's own share of ``cpu``
+    print(
+        f"{head} {threads} threads: {total} records: "
+        f"{total / elapsed:,.0f} records/s sustained ({total / cpu:,.0f} per CPU-second "
+        f"of this process, making the records included; "
+        f"{total / max(cpu - making, 1e-9):,.0f} without the {1e6 * making / total:.0f} us "
+        f"per record of making them, {100 * making / cpu:.0f}% of the CPU); record() p50 "
+        f"{pct(latencies, 50):.2f} ms, p95 {pct(latencies, 95):.2f} ms"
+        f"{' (ERRORS: ' + str(len(errors)) + ')' if errors else ''}"
+    )
+    print(
+        f"{' ' * len(head)} CPU per record: {1e6 * cpu / total:.0f} us, of which the "
+        f"writer threads {1e6 * writers / total:.0f} us (making the records "
+        f"~{1e6 * making / total:.0f}, record() the rest) and the other threads (the "
+        f"journal mover: rows, COPY, chain, checkpoints) {1e6 * (cpu - writers) / total:.0f} us"
+    )
+
+
+def check_trail(label: str, engine: Engine, chain: object) -> None:
+    """verify-log over what the runs chained: a benchmark that broke the trail fails."""
+    from lookup_knowledge.adapters.audit.trail import SqlAuditTrail
+
+    report = SqlAuditTrail(engine, chain).verify_log()  # type: ignore[arg-type]
+    if not report.intact:
+        raise SystemExit(f"{label}: verify-log failed: {report.problem}")
+    print(f"  {label:<11} verify-log intact: {report.records} records")
 
 
 def make_cost_s(records: int) -> float:

@@ -292,17 +292,8 @@ def make_entry(
     dumps: Callable[[object], bytes] = canonical_json,
 ) -> ChainEntry:
     """The entry that follows ``prev_hash`` at ``position`` (``dumps``: see ``leaf_hash``)."""
-    leaf = leaf_hash(
-        position,
-        kind,
-        record_id,
-        session_id,
-        seq,
-        record_hash,
-        recorded_at,
-        chained_at_upgrade,
-        dumps,
-    )
+    fields = (position, kind, record_id, session_id, seq, record_hash, recorded_at)
+    leaf = leaf_hash(*fields, chained_at_upgrade, dumps)
     return ChainEntry(
         position,
         kind,
