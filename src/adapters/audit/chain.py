@@ -38,11 +38,13 @@ from lookup_knowledge.adapters.audit.chain_rows import (
     Fetched,
     digest_of,
     digest_records,
+    fast_json,
     fetch_records,
     time_text,
 )
 from lookup_knowledge.adapters.audit.engine import SQLITE_BEGIN_OPTION
 from lookup_knowledge.adapters.audit.models import audit_chain, audit_chain_head, audit_checkpoint
+from lookup_knowledge.adapters.audit.pg_batch import copy_tuples
 from lookup_knowledge.domain.trail import (
     ANSWER_CHECK_FORMAT,
     GENESIS,
@@ -102,6 +104,18 @@ def entry_row(entry: ChainEntry) -> dict[str, Any]:
     }
 
 
+ENTRY_FIELDS = (
+    "position", "kind", "record_id", "session_id", "seq", "record_hash", "prev_hash",
+    "entry_hash", "recorded_at", "chained_at_upgrade",
+)  # fmt: skip
+
+
+def astuple_entry(e: ChainEntry) -> tuple[Any, ...]:
+    """``entry_row`` as a COPY row (``ENTRY_FIELDS``; the server parses the id's text)."""
+    return (e.position, e.kind, e.record_id, e.session_id, e.seq, e.record_hash,
+            e.prev_hash, e.entry_hash, e.recorded_at, e.chained_at_upgrade)  # fmt: skip
+
+
 def entry_of(row: Sequence[Any]) -> ChainEntry:
     """A chain row read with ``text()`` (raw driver values) as a ``ChainEntry``."""
     record_id = row[2]
@@ -125,10 +139,7 @@ def entry_of(row: Sequence[Any]) -> ChainEntry:
     )
 
 
-ENTRY_COLUMNS = (
-    "position, kind, record_id, session_id, seq, record_hash, prev_hash, entry_hash, "
-    "recorded_at, chained_at_upgrade"
-)
+ENTRY_COLUMNS = ", ".join(ENTRY_FIELDS)
 
 
 def append_entries(
@@ -143,15 +154,20 @@ def append_entries(
         return 0
     position, head = lock_head(conn)
     at = recorded_at or time_text(datetime.now(UTC))
-    rows = []
+    entries = []
     for kind, record_id, session_id, seq, digest in records:
         position += 1
-        entry = make_entry(position, kind, record_id, session_id, seq, digest, head, at)
+        entry = make_entry(
+            position, kind, record_id, session_id, seq, digest, head, at, dumps=fast_json
+        )
         head = entry.entry_hash
-        rows.append(entry_row(entry))
-    conn.execute(insert(CH), rows)
+        entries.append(entry)
+    if conn.dialect.name == "postgresql":  # one COPY, not a statement per entry
+        copy_tuples(conn, CH.name, ENTRY_FIELDS, (astuple_entry(e) for e in entries))
+    else:
+        conn.execute(insert(CH), [entry_row(e) for e in entries])
     conn.execute(update(H).where(H.c.id == HEAD_ID).values(position=position, entry_hash=head))
-    return len(rows)
+    return len(entries)
 
 
 def read_checkpoints(conn: Connection) -> list[Checkpoint]:

@@ -327,12 +327,12 @@ def canonical_document_text(value: Any) -> Any:
         out = orjson.dumps(orjson.loads(value), option=orjson.OPT_SORT_KEYS)
     except (orjson.JSONDecodeError, orjson.JSONEncodeError):
         return _slow_document(value)
-    if _odd_numbers(out):
+    if odd_numbers(out):
         return _slow_document(value)
     return out.decode("utf-8")
 
 
-def _odd_numbers(out: bytes) -> bool:
+def odd_numbers(out: bytes) -> bool:
     """Whether orjson's text may hold a number the standard library writes otherwise:
     below 1e-4 (orjson ``0.00001``, ``1e-6``; Python ``1e-05``, ``1e-06``), from 1e16 on
     (``canonical_document`` writes the whole number), ``-0.0`` (written ``0.0``). A

@@ -22,20 +22,27 @@ import hashlib
 import random
 import time
 import uuid
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import JSON, Connection, Engine, Table, func, insert, select, text
-from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
+from sqlalchemy import Connection, Engine, func, insert, select, text
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from lookup_knowledge.adapters.audit.codec import json_bytes
+from lookup_knowledge.adapters.audit.chain import append_entries
 from lookup_knowledge.adapters.audit.engine import SQLITE_BEGIN_OPTION
 from lookup_knowledge.adapters.audit.errors import is_seq_conflict
 from lookup_knowledge.adapters.audit.models import invocation_evidence, tool_invocation
+from lookup_knowledge.adapters.audit.pg_batch import (
+    EVIDENCE_COLUMNS,
+    INVOCATION_COLUMNS,
+    PgBatch,
+    copy_tuples,
+)
 from lookup_knowledge.application.ports import ToolInvocation
 
 if TYPE_CHECKING:
     from lookup_knowledge.adapters.audit.chain import AuditChain
+
 
 T = tool_invocation
 E = invocation_evidence
@@ -114,30 +121,6 @@ def evidence_rows(invocation: ToolInvocation) -> list[dict[str, Any]]:
     ]
 
 
-def copy_rows(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
-    """``COPY table (columns of the rows) FROM STDIN`` through psycopg, in ``conn``'s
-    transaction. Values go as the ORM would send them (JSON documents as ``Jsonb``,
-    serialised by ``json_bytes``); a
-    driver error is raised as SQLAlchemy's (``IntegrityError`` ...), like ``execute``."""
-    if not rows:
-        return
-    from psycopg import Error as PsycopgError
-    from psycopg.types.json import Jsonb
-
-    columns = list(rows[0])
-    json_columns = {c for c in columns if isinstance(table.c[c].type, JSON)}
-    statement = f"COPY {table.name} ({', '.join(columns)}) FROM STDIN"
-    raw = conn.connection.driver_connection
-    try:
-        with raw.cursor() as cursor, cursor.copy(statement) as copy:  # type: ignore[union-attr]
-            for row in rows:
-                copy.write_row(
-                    [Jsonb(row[c], json_bytes) if c in json_columns else row[c] for c in columns]
-                )
-    except PsycopgError as error:
-        raise DBAPIError.instance(statement, None, error, PsycopgError) from error
-
-
 class SqlBatchWriter:
     """Thread-safe (holds no state but its engine). ``sleep``: the pause between the
     retries of a batch that met another writer's seq. ``chain``: the tamper-evident
@@ -181,7 +164,7 @@ class SqlBatchWriter:
         """Which of ``ids`` (invocation ids) the database holds; raises what the driver
         raises (``SQLAlchemyError``) or ``ValueError`` for an id that is no UUID."""
         with self._engine.connect() as conn:
-            found = _present(conn, [uuid.UUID(i) for i in ids])
+            found = _present(conn, [uuid.UUID(i) for i in ids], pg=self.is_pg)
         return {str(i).lower() for i in found}
 
     def _insert_batch(self, invocations: list[ToolInvocation]) -> int:
@@ -192,8 +175,9 @@ class SqlBatchWriter:
                 keys = sorted({session_lock_key(s) for s in sessions})
                 conn.execute(_PG_LOCK_SESSIONS, {"keys": keys})
             ids = [uuid.UUID(i.id) for i in invocations]
-            seen = _present(conn, ids)
+            seen = _present(conn, ids, pg=self.is_pg)
             next_seq = self._next_seqs(conn, sessions)
+            batch = PgBatch(digests=self.chain is not None) if self.is_pg else None
             rows: list[dict[str, Any]] = []
             evidence: list[dict[str, Any]] = []
             for invocation, invocation_id in zip(invocations, ids, strict=True):
@@ -202,24 +186,33 @@ class SqlBatchWriter:
                 seen.add(invocation_id)
                 seq = next_seq.get(invocation.session_id, 0) + 1
                 next_seq[invocation.session_id] = seq
+                if batch is not None:
+                    batch.add(invocation, invocation_id, seq)
+                    continue
                 rows.append(invocation_row(invocation, seq))
                 evidence.extend(evidence_rows(invocation))
+            if batch is not None:  # PostgreSQL: COPY rows, digested as they were built
+                self._insert_rows(conn, batch.invocations, batch.evidence)
+                if batch and self.chain is not None:  # the trail: in this transaction
+                    append_entries(conn, batch.chained)
+                return len(batch)
             if rows:
                 self._insert_rows(conn, rows, evidence)
                 if self.chain is not None:  # the trail: chained in this transaction
                     self.chain.append_invocations(conn, rows, evidence)
             return len(rows)
 
-    def _insert_rows(
-        self, conn: Connection, rows: list[dict[str, Any]], evidence: list[dict[str, Any]]
-    ) -> None:
-        """The batch's rows, inside its transaction: ``COPY`` on PostgreSQL (a pipelined
-        executemany is one statement per row: ~10x slower), executemany on SQLite."""
+    def _insert_rows(self, conn: Connection, rows: Sequence[Any], evidence: Sequence[Any]) -> None:
+        """The batch's rows, inside its transaction: ``COPY`` of ``PgBatch`` tuples on
+        PostgreSQL (a pipelined executemany is one statement per row: ~10x slower),
+        executemany of row dicts on SQLite."""
         if self.is_pg:
-            copy_rows(conn, T, rows)
-            copy_rows(conn, E, evidence)
+            if rows:
+                copy_tuples(conn, T.name, INVOCATION_COLUMNS, rows)
+                copy_tuples(conn, E.name, EVIDENCE_COLUMNS, evidence)
             return
-        conn.execute(insert(T), rows)
+        if rows:
+            conn.execute(insert(T), rows)
         if evidence:
             conn.execute(insert(E), evidence)
 
@@ -244,9 +237,12 @@ class SqlBatchWriter:
             return False
 
 
-def _present(conn: Connection, ids: Collection[uuid.UUID]) -> set[uuid.UUID]:
-    """Which of ``ids`` are stored."""
-    wanted = sorted(set(ids))
+def _present(conn: Connection, ids: Collection[uuid.UUID], *, pg: bool = False) -> set[uuid.UUID]:
+    """Which of ``ids`` are stored (PostgreSQL: one ``= ANY`` of a uuid array)."""
+    wanted = list(set(ids))
+    if pg:
+        statement = f"SELECT id FROM {T.name} WHERE id = ANY(%s)"
+        return {row[0] for row in conn.exec_driver_sql(statement, (wanted,))}
     found: set[uuid.UUID] = set()
     for start in range(0, len(wanted), _ID_CHUNK):
         chunk = wanted[start : start + _ID_CHUNK]

@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import fields, replace
 from datetime import UTC, datetime, timedelta, timezone
+from enum import Enum
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 
 from lookup_knowledge.adapters.audit.codec import (
     ascii_json,
+    clean_details,
     clean_invocation,
     clean_json,
     clean_text,
@@ -81,6 +83,53 @@ def test_deep_nesting_is_cut_the_same_way() -> None:
     for _ in range(80):
         deep = {"k": [deep]}
     assert clean_json(deep) == reference(deep)
+
+
+PLAIN = st.recursive(  # what a lookup's details mostly are: the fast path's case
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), TEXT),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(TEXT, inner, max_size=4)),
+    max_leaves=30,
+)
+
+
+def exactly(value: object) -> object:
+    """``value`` with every scalar tagged by its type (``True == 1``, ``0.0 == -0.0``)."""
+    if isinstance(value, dict):
+        return {k: exactly(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [exactly(v) for v in value]
+    return (type(value).__name__, repr(value))
+
+
+@given(st.dictionaries(TEXT, st.one_of(PLAIN, VALUES), max_size=5))
+def test_details_cleaned_by_the_fast_path_are_what_clean_json_gives(details: Any) -> None:
+    assert exactly(clean_details(details)) == exactly(clean_json(details))
+
+
+class Colour(Enum):
+    RED = "red"
+
+
+def test_details_the_fast_path_cannot_copy_as_is_are_cleaned_by_the_rules() -> None:
+    deep: object = 1
+    for _ in range(64):
+        deep = [deep]
+    shallow: object = 1
+    for _ in range(62):
+        shallow = {"[{": [shallow, "}]"]} if _ % 2 else [shallow]
+    cases = [
+        {"deep": deep},  # its innermost value is 65 levels down: made text
+        {"shallow": shallow},  # 63 levels, brackets in its texts: kept as it is
+        {"nan": math.nan, "inf": -math.inf},
+        {"tuple": (1, 2), "set": frozenset({3})},
+        {"id": uuid.UUID(int=7), "at": datetime(2026, 1, 2, tzinfo=UTC)},
+        {"nul": "a\x00b", "key\x00": 1, "lone": "x\ud800"},
+        {"huge": 2**70, 3: "int key"},
+        {"enum": Colour.RED},  # orjson writes its value, the rules its str()
+        {"escaped": 'a \\u0000 backslash, a quote " and {[ brackets'},
+    ]
+    for details in cases:
+        assert exactly(clean_details(details)) == exactly(clean_json(details)), details
 
 
 # ------------------------------------------------------------------ records and lines

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lookup_knowledge.adapters.audit.chain_rows import canonical_document_text, fast_json
+from lookup_knowledge.adapters.audit.pg_batch import document_text
 from lookup_knowledge.domain.trail import canonical_document, canonical_json
 
 scalars = st.one_of(
@@ -77,3 +78,26 @@ def test_a_documents_text_is_made_canonical_as_the_parsed_document_is(value: Any
 
 def test_text_that_is_no_json_is_kept_as_it_is() -> None:
     assert canonical_document_text("{not json") == "{not json"
+
+
+@settings(max_examples=500)
+@given(
+    st.recursive(
+        st.one_of(
+            st.none(),
+            st.booleans(),
+            st.integers(min_value=-(2**70), max_value=2**70),
+            st.floats(allow_nan=False, allow_infinity=False),
+            st.sampled_from([1e-4, 9.99e-5, 1e16, 9999999999999998.0, -0.0, 1e21, 5e-7]),
+            st.text(),
+        ),
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=4)
+        ),
+        max_leaves=20,
+    )
+)
+def test_the_writers_document_text_is_the_canonical_document(value: Any) -> None:
+    """What the PostgreSQL writer sends to the JSONB column and hashes is the text the
+    verifier's canonical form gives (a lone surrogate: cleaned before, never here)."""
+    assert document_text(value) == canonical_document(value)
