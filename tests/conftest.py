@@ -16,10 +16,16 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import URL
 
 from lookup_knowledge.adapters.audit import create_audit_engine, upgrade_database
+from tests.e2e.hostile.summary import HostileSummary
 from tests.support.audit_backends import sqlite_url
 from tests.support.postgres import POSTGRES, isolated_schema
 
 _E2E = Path(__file__).parent / "e2e"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Here, not in tests/e2e/hostile/conftest.py: see tests/e2e/hostile/summary.py.
+    config.pluginmanager.register(HostileSummary(config.rootpath), "hostile-input-summary")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
