@@ -10,16 +10,34 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine
 from sqlalchemy.engine import URL
 
 from lookup_knowledge.adapters.audit import create_audit_engine, upgrade_database
+from tests.e2e.hostile.summary import HostileSummary
 from tests.support.audit_backends import sqlite_url
 from tests.support.postgres import POSTGRES, isolated_schema
 
 _E2E = Path(__file__).parent / "e2e"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Here, not in tests/e2e/hostile/conftest.py: see tests/e2e/hostile/summary.py.
+    config.pluginmanager.register(HostileSummary(config.rootpath), "hostile-input-summary")
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: unknown under -p no:xdist
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` (what scripts/test passes): whole files per worker, and each
+    ``xdist_group`` on one worker (tests/support/xdist.py)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from tests.support.xdist import FileOrGroupScheduling
+
+    return FileOrGroupScheduling(config, log)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

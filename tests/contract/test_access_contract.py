@@ -38,6 +38,7 @@ from lookup_knowledge.domain.access import (
 from lookup_knowledge.domain.model import SearchMode
 from lookup_knowledge.domain.settings import RetrievalSettings
 from tests.fakes import FakeClock, make_lookup
+from tests.support.xdist import PYPI_MILVUS
 
 EMBEDDER = HashingEmbedder(64)
 TENANTS = ("acme", "globex")
@@ -117,7 +118,7 @@ def _milvus(name: str, uri: str) -> Engine:
     params=[
         "memory",
         "milvus-lite",
-        pytest.param("milvus-pypi-2.3", marks=pytest.mark.milvus_server),
+        PYPI_MILVUS,
     ],
 )
 def engine(

@@ -51,6 +51,7 @@ from lookup_knowledge.domain.identity import chunk_key
 from lookup_knowledge.domain.model import SearchMode
 from lookup_knowledge.domain.relevance import ScoreKind, normalise_relevance
 from lookup_knowledge.domain.settings import RetrievalSettings
+from tests.support.xdist import PYPI_MILVUS
 
 DIM = 64
 EMBEDDER = HashingEmbedder(DIM)
@@ -242,7 +243,7 @@ BACKEND_NAMES = [
     "memory",
     "milvus-lite",
     pytest.param("milvus-env", marks=pytest.mark.milvus_server),
-    pytest.param("milvus-pypi-2.3", marks=pytest.mark.milvus_server),
+    PYPI_MILVUS,
 ]
 
 

@@ -275,8 +275,6 @@ def test_a_clean_shutdown_removes_the_runtime_file(tmp_path: Path) -> None:
 def test_mcp_over_http_holds_one_conversation_and_serves_the_cli_beside_it(
     tmp_path: Path,
 ) -> None:
-    import socket
-
     data_dir = tmp_path / "data"
     _write(
         tmp_path / "kb" / "database",
@@ -285,17 +283,19 @@ def test_mcp_over_http_holds_one_conversation_and_serves_the_cli_beside_it(
         "`pg_ctl promote` on the replica and repoint the db-primary DNS record.\n",
     )
     assert _cli(data_dir, "ingest", str(tmp_path / "kb")).returncode == 0
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     process = subprocess.Popen(
-        [CLI, "mcp", "--transport", "http", "--port", str(port)],
+        [CLI, "mcp", "--transport", "http", "--port", "0"],  # the port the system gives
         env=_env(data_dir),
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
-        url = f"http://127.0.0.1:{port}"
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        found = re.search(r"(http://127\.0\.0\.1:(\d+))/mcp\b", line)
+        assert found, line
+        url, port = found.group(1), int(found.group(2))
         deadline = time.monotonic() + 120
         while not (data_dir / "server.json").exists() or not _accepts(port):
             assert time.monotonic() < deadline, "mcp --transport http did not start"

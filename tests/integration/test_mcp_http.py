@@ -6,19 +6,16 @@ from __future__ import annotations
 import os
 import re
 import select
-import socket
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
 import pytest
-import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
@@ -30,6 +27,7 @@ from lookup_knowledge.adapters.mcp_server import (
 )
 from lookup_knowledge.application.ports import InvocationFilter
 from lookup_knowledge.domain.errors import ConfigurationError
+from tests.support.http import served
 
 QUERY = "how do I fail over the primary PostgreSQL database"
 CLI = str(Path(sys.executable).parent / "lookup-knowledge")
@@ -56,40 +54,15 @@ def app(tmp_path: Path) -> Iterator[LookupApp]:
     built.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.fixture
 def serve(app: LookupApp) -> Iterator[Any]:
-    """Start the HTTP app on a free loopback port (uvicorn in a thread); yields a starter."""
-    servers: list[uvicorn.Server] = []
-    threads: list[threading.Thread] = []
+    """Start the HTTP app on its own loopback port (uvicorn in a thread); yields a starter."""
+    with ExitStack() as servers:
 
-    def start(token: str | None = None) -> str:
-        port = _free_port()
-        config = uvicorn.Config(
-            mcp_http_app(app, token=token), host="127.0.0.1", port=port, log_level="warning"
-        )
-        server = uvicorn.Server(config)
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        deadline = time.monotonic() + 20
-        while not server.started:
-            assert time.monotonic() < deadline, "the MCP HTTP server did not start"
-            time.sleep(0.05)
-        servers.append(server)
-        threads.append(thread)
-        return f"http://127.0.0.1:{port}/mcp"
+        def start(token: str | None = None) -> str:
+            return servers.enter_context(served(mcp_http_app(app, token=token))) + "/mcp"
 
-    yield start
-    for server in servers:
-        server.should_exit = True
-    for thread in threads:
-        thread.join(timeout=10)
+        yield start
 
 
 def _sessions(app: LookupApp) -> list[str]:

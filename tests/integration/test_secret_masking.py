@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,19 +19,14 @@ from lookup_knowledge.application.ports import InvocationFilter
 from lookup_knowledge.domain.errors import EmbeddingError, SearchUnavailable
 from lookup_knowledge.domain.redaction import mask_secrets
 from tests.support.postgres import POSTGRES, isolated_schema
+from tests.support.tcp_proxy import closed_port
 
 CLI = str(Path(sys.executable).with_name("lookup-knowledge"))
 PASSWORD = "hunter2-not-for-logs"
 
 
-def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _base_url() -> str:
-    return f"http://embed-user:{PASSWORD}@127.0.0.1:{_closed_port()}/v1"
+    return f"http://embed-user:{PASSWORD}@127.0.0.1:{closed_port()}/v1"
 
 
 @pytest.fixture(params=["sqlite", POSTGRES])

@@ -34,34 +34,39 @@ def sample_app(data_dir: Path, **overrides: object) -> LookupApp:
     return app
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+def loopback_socket() -> socket.socket:
+    """A TCP socket bound to a port of its own on 127.0.0.1 (port 0: the kernel picks).
+
+    Pass it to ``uvicorn.Server.run(sockets=[...])``: the server listens on the socket it
+    was handed, so no other test (another pytest-xdist worker) can take the port between
+    choosing it and binding it, as it could with a port number found free and released.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    return sock
 
 
 @contextmanager
 def served(asgi_app: object) -> Iterator[str]:
-    """Run ``asgi_app`` under uvicorn in a thread on a free loopback port; yields its URL."""
+    """Run ``asgi_app`` under uvicorn in a thread on its own loopback port; yields its URL."""
     import uvicorn
 
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(asgi_app, host="127.0.0.1", port=port, log_level="warning")  # type: ignore[arg-type]
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
+    sock = loopback_socket()
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(asgi_app, log_level="warning"))  # type: ignore[arg-type]
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.02)
     try:
+        deadline = time.monotonic() + 30
+        while not server.started:
+            if time.monotonic() > deadline or not thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         thread.join(30)
+        sock.close()
 
 
 #: The base URL of in-process test clients: a loopback name ``serve`` answers to (the

@@ -2,7 +2,12 @@
 
 ``stop()`` closes the listening socket and every open connection (the client sees the
 server vanish: resets on pooled connections, refused new ones); ``start()`` listens on the
-same port again.
+same port again; ``close()`` stops it for good and gives the port back.
+
+While stopped the proxy keeps its port bound without listening (connections to it are
+refused, as to a server that is gone), so no other test, in this process or in another
+pytest-xdist worker, can bind that port in the meantime and answer in the proxy's place.
+``closed_port()`` holds its port the same way.
 """
 
 from __future__ import annotations
@@ -18,18 +23,36 @@ class TcpProxy:
         self._lock = threading.Lock()
         self._sockets: set[socket.socket] = set()
         self._listener: socket.socket | None = None
+        self._reserved: socket.socket | None = None  # bound, not listening, while stopped
         self.port = 0
 
+    def _bind(self) -> socket.socket:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", self.port))
+        self.port = sock.getsockname()[1]
+        return sock
+
     def start(self) -> None:
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", self.port))
+        listener, self._reserved = self._reserved or self._bind(), None
         listener.listen(64)
-        self.port = listener.getsockname()[1]
         self._listener = listener
         threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
 
     def stop(self) -> None:
+        """Cut: every connection dies, new ones are refused; the port stays this proxy's."""
+        self._cut()
+        if self._reserved is None:
+            self._reserved = self._bind()
+
+    def close(self) -> None:
+        """Cut for good and release the port."""
+        self._cut()
+        if self._reserved is not None:
+            self._reserved.close()
+            self._reserved = None
+
+    def _cut(self) -> None:
         with self._lock:
             listener, self._listener = self._listener, None
             doomed = list(self._sockets)
@@ -76,11 +99,19 @@ class TcpProxy:
                     s.shutdown(socket.SHUT_RDWR)
 
 
+#: The sockets that hold ``closed_port()``'s ports until the test process exits.
+_held_closed: list[socket.socket] = []
+
+
 def closed_port() -> int:
-    """A local port nothing listens on (bound then released)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A local port nothing listens on: bound and never listened on, so connecting is
+    refused, and held for the rest of the process, so nothing else (another test, another
+    pytest-xdist worker) can start listening there; a port bound and released could be
+    taken by the next server that asks the system for a free one."""
+    held = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    held.bind(("127.0.0.1", 0))
+    _held_closed.append(held)
+    return int(held.getsockname()[1])
 
 
 class BlackHole:

@@ -16,9 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import socket
-import threading
-import time
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -28,7 +25,6 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-import uvicorn
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
@@ -39,6 +35,7 @@ from lookup_knowledge.adapters.mcp_server import CONVERSATION_META_KEY
 from lookup_knowledge.application.evaluation.replay import ReplaySelection
 from lookup_knowledge.application.ports import AnswerCheckFilter, InvocationFilter
 from tests.e2e.hostile.support import CLI, Backend, assert_no_traceback
+from tests.support.http import served
 
 ACME_TOKEN = "acme-agent-token-0001"
 GLOBEX_TOKEN = "globex-agent-token-0002"
@@ -109,13 +106,6 @@ def _write(path: Path, text: str) -> None:
     path.write_text(text, encoding="utf-8")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="module")
 def world(backend: Backend, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     corpus = tmp_path_factory.mktemp("two-tenants")
@@ -145,32 +135,21 @@ def world(backend: Backend, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     app.ingest([corpus / "acme" / "kb"], tenant="acme")
     app.ingest([corpus / "globex" / "kb"], tenant="globex")
     app.ingest([corpus / "acme-hr" / "hrdocs"], tenant="acme", allowed_groups=["hr"])
-    port = _free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_http_app(app), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline, "serve did not start"
-        time.sleep(0.05)
-    built = World(app, f"http://127.0.0.1:{port}", backend, new_session("acme"), "")
-    built.globex_session = new_session("globex-private-session")
-    for token, session, secret in (
-        (ACME_TOKEN, built.acme_session, ACME_SECRET),
-        (GLOBEX_TOKEN, built.globex_session, GLOBEX_SECRET),
-    ):
-        shown = built.post("/v1/lookup", token, {"query": QUERY, "session_id": session})
-        assert shown.status_code == 200, shown.text
-        assert any(secret in b["content"] for b in shown.json()["evidenceBlocks"])
-    payroll = built.post(
-        "/v1/lookup", GLOBEX_TOKEN, {"query": "payroll run", "session_id": built.globex_session}
-    ).json()
-    assert GLOBEX_ONLY_ID in [b["document_id"] for b in payroll["evidenceBlocks"]]
-    yield built
-    server.should_exit = True
-    thread.join(timeout=30)
+    with served(create_http_app(app)) as base:
+        built = World(app, base, backend, new_session("acme"), "")
+        built.globex_session = new_session("globex-private-session")
+        for token, session, secret in (
+            (ACME_TOKEN, built.acme_session, ACME_SECRET),
+            (GLOBEX_TOKEN, built.globex_session, GLOBEX_SECRET),
+        ):
+            shown = built.post("/v1/lookup", token, {"query": QUERY, "session_id": session})
+            assert shown.status_code == 200, shown.text
+            assert any(secret in b["content"] for b in shown.json()["evidenceBlocks"])
+        payroll = built.post(
+            "/v1/lookup", GLOBEX_TOKEN, {"query": "payroll run", "session_id": built.globex_session}
+        ).json()
+        assert GLOBEX_ONLY_ID in [b["document_id"] for b in payroll["evidenceBlocks"]]
+        yield built
     app.close()
 
 

@@ -31,6 +31,6 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
     try:
         yield Database("postgresql", engine, direct, ProxyCut(proxy))
     finally:
-        proxy.stop()
+        proxy.close()
         engine.dispose()
         direct.dispose()

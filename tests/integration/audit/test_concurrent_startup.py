@@ -132,7 +132,7 @@ def test_auto_migrate_starts_while_postgres_is_down_then_replays(
             assert current_revision(proxied) == head_revision()
             page = app.audit.list_invocations(_session("down"))
             assert [i.query for i in page.items] == ["while down"]
-        proxy.stop()
+        proxy.close()
 
 
 def _session(session_id: str) -> InvocationFilter:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +38,7 @@ from lookup_knowledge.domain.errors import (
     UnsupportedSearchMode,
 )
 from lookup_knowledge.domain.model import SearchMode
+from tests.support.tcp_proxy import closed_port
 
 
 def dense(dim: int, top_k: int = 3) -> KnowledgeSearchRequest:
@@ -165,16 +165,10 @@ def test_hybrid_weights_use_the_weighted_ranker(
 # ---------------------------------------------------------------------------- connection
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_an_unreachable_server_is_search_unavailable() -> None:
     # Bounded by timeout_s, not pymilvus' minutes of retries; pytest-timeout guards a hang
     # (no wall-clock assertion: these machines are noisy).
-    uri = f"http://127.0.0.1:{_closed_port()}"
+    uri = f"http://127.0.0.1:{closed_port()}"
     search = MilvusKnowledgeSearch.open(uri, timeout_s=2.0)
     with pytest.raises(SearchUnavailable, match=r"127\.0\.0\.1") as info:
         search.search(dense(4))
