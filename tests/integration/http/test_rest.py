@@ -280,6 +280,8 @@ def test_each_scope_reaches_its_own_routes_only(guarded: TestClient) -> None:
 
 
 def test_the_console_needs_the_auditor_token_too(guarded: TestClient) -> None:
+    lookup = {"query": "dns ttl", "session_id": "scoped"}  # the session the pages show
+    assert guarded.post("/v1/lookup", json=lookup, headers=_bearer(AGENT)).status_code == 200
     for path in (
         "/",
         "/quality",
