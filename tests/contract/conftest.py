@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -18,13 +19,24 @@ def _port_in_use(port: int) -> bool:
 
 @pytest.fixture(scope="session")
 def pypi_milvus_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The PyPI ``milvus`` server (2.3.x, no Docker) on free 127.0.0.1 ports."""
+    """The PyPI ``milvus`` server (2.3.x, no Docker) on free 127.0.0.1 ports.
+
+    One at a time on this machine for this run: pytest-xdist workers (they share the
+    run's base temporary folder) take a lock first, so a second worker waits for the
+    first one's server to stop instead of finding its etcd port taken."""
     try:
         import milvus
     except ImportError:
         pytest.skip(
             "the PyPI milvus server package is not installed (pip install -e '.[milvus-server]')"
         )
+    run_folder = tmp_path_factory.getbasetemp().parent
+    with (run_folder / "pypi-milvus.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield from _serve(milvus, tmp_path_factory)
+
+
+def _serve(milvus: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if _port_in_use(ETCD_PEER_PORT):
         # The embedded etcd of this server build always takes its peer port 2380, so
         # a second one on the same machine cannot start (another session's tests).
