@@ -32,7 +32,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from lookup_knowledge.adapters.milvus.collection import KnowledgeCollection
@@ -59,6 +59,7 @@ from lookup_knowledge.adapters.milvus.lite_dense import (
     lite_dense,
     lite_dense_search,
 )
+from lookup_knowledge.adapters.milvus.query import SearchQuery, unsupported_mode
 from lookup_knowledge.adapters.milvus.schema import (
     ACCESS_FIELDS,
     BM25_TEXT,
@@ -92,7 +93,6 @@ from lookup_knowledge.domain.errors import (
     SchemaMismatch,
     SearchBadRequest,
     SearchError,
-    UnsupportedSearchMode,
 )
 from lookup_knowledge.domain.fusion import check_fusion_parameters
 from lookup_knowledge.domain.identity import extract_identity
@@ -105,23 +105,6 @@ MAX_TOP_K = 16384  # Milvus' topk limit
 DEFAULT_SEARCH_EF = 256
 _GRAPH_INDEXES = frozenset({"HNSW", "HNSW_SQ", "HNSW_PQ", "HNSW_PRQ"})
 _LIST_KIND = {SearchMode.DENSE: ScoreKind.COSINE, SearchMode.SPARSE: ScoreKind.BM25}
-
-
-@dataclass(frozen=True, slots=True)
-class _Query:
-    """What one search request sends: the query vector, the analysed query terms (the
-    BM25 input), the dense search parameters (``ef`` for a graph index), the filter
-    expression and the fields to return."""
-
-    vector: list[float] | None
-    terms: str
-    dense_params: Mapping[str, Any]
-    expression: str = ""
-    output_fields: Sequence[str] = ()
-    #: The filter as field -> exact value (the Lite full-text index applies it).
-    where: Mapping[str, str] = field(default_factory=dict)
-    with_text: bool = False
-    access: AccessScope = UNRESTRICTED
 
 
 class MilvusKnowledgeSearch(KnowledgeSearchPort, RankedListSource):
@@ -271,27 +254,6 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort, RankedListSource):
     def holds_nothing(self) -> bool:
         return not self._collection.exists()
 
-    def _unsupported(
-        self, mode: SearchMode, server: ServerCapabilities, layout: CollectionLayout
-    ) -> UnsupportedSearchMode:
-        if mode.needs_query_vector and not layout.has_dense:
-            return UnsupportedSearchMode(
-                f"{mode.value} search needs a dense vector field; collection "
-                f"{layout.name!r} was built without an embedder (sparse only). Use "
-                "mode=sparse, or ingest with an embedder into a new collection."
-            )
-        if not server.bm25 or not server.hybrid:
-            return UnsupportedSearchMode(
-                f"{mode.value} search needs the BM25 full-text function and hybrid search "
-                f"of {server.requirement()}; the server at {self._connection.uri} is "
-                f"{server.version or 'unknown'}. Use mode=dense, or upgrade Milvus."
-            )
-        return UnsupportedSearchMode(
-            f"{mode.value} search needs the BM25 function on the text field, but collection "
-            f"{layout.name!r} was created without it (on an older Milvus): create a new "
-            "collection on this server and ingest again."
-        )
-
     # ------------------------------------------------------------------ search
 
     def search(self, request: KnowledgeSearchRequest) -> list[KnowledgeSearchHit]:
@@ -352,7 +314,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort, RankedListSource):
             raise translate(error, f"{mode.value} scoring", self._collection.where) from error
         return {key: float(row["distance"]) for row in rows if (key := row_key(row)) is not None}
 
-    def _restricted(self, query: _Query, mode: SearchMode, keys: list[str]) -> list[Any]:
+    def _restricted(self, query: SearchQuery, mode: SearchMode, keys: list[str]) -> list[Any]:
         """``mode``'s rows among ``keys`` with their scores (driver errors propagate)."""
         if mode is SearchMode.DENSE:
             beside = lite_dense(self._collection)
@@ -380,14 +342,14 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort, RankedListSource):
             return self._one(DENSE, query.vector, "COSINE", params, only, len(keys), None)
         return self._one(SPARSE, query.terms, "BM25", {}, only, len(keys), None)
 
-    def _query(self, request: KnowledgeSearchRequest) -> _Query | None:
+    def _query(self, request: KnowledgeSearchRequest) -> SearchQuery | None:
         """What the request sends, checked against the server and the collection; None
         when nothing can match (stop words only for BM25, a category longer than any)."""
         server = self._connection.capabilities()
         layout = self._collection.require_layout()
         mode = request.mode
         if mode not in self._modes(server, layout):
-            raise self._unsupported(mode, server, layout)
+            raise unsupported_mode(mode, server, layout, self._connection.uri)
         if request.top_k > MAX_TOP_K:
             raise SearchBadRequest(f"top_k {request.top_k} exceeds Milvus' limit {MAX_TOP_K}")
         vector: list[float] | None = None
@@ -413,7 +375,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort, RankedListSource):
             where[CATEGORY] = request.category_filter
         light = [*LIGHT_FIELDS, *ACCESS_FIELDS] if layout.access else list(LIGHT_FIELDS)
         self._collection.ensure_loaded()
-        return _Query(
+        return SearchQuery(
             vector=vector,
             terms=query_terms,
             dense_params=dense_params,
@@ -440,7 +402,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort, RankedListSource):
             )
         return vector
 
-    def _dense(self, query: _Query, limit: int, group: int | None) -> list[Any]:
+    def _dense(self, query: SearchQuery, limit: int, group: int | None) -> list[Any]:
         """The dense ranked list; driver errors propagate (``ranked_lists`` translates)."""
         params = dict(query.dense_params)
         if "ef" in params:
@@ -449,7 +411,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort, RankedListSource):
             return self._lite_dense(query, params, limit)
         return self._one(DENSE, query.vector, "COSINE", params, query, limit, group)
 
-    def _lite_dense(self, query: _Query, params: Mapping[str, Any], limit: int) -> list[Any]:
+    def _lite_dense(self, query: SearchQuery, params: Mapping[str, Any], limit: int) -> list[Any]:
         """The dense ranked list on Milvus Lite (which has no engine-side grouping): the
         HNSW index beside the file (``lite_dense.py``), or Lite's own search where that
         index is not available; rows best first as ``_one`` returns them."""
@@ -466,7 +428,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort, RankedListSource):
             )
         return self._one(DENSE, query.vector, "COSINE", params, query, limit, None)
 
-    def _sparse(self, query: _Query, limit: int, group: int | None) -> list[Any]:
+    def _sparse(self, query: SearchQuery, limit: int, group: int | None) -> list[Any]:
         """BM25: Milvus' function, or on Milvus Lite the full-text index beside the file
         (Lite has no engine-side grouping, so ``group`` is None there)."""
         index = self._collection.fulltext()
@@ -489,7 +451,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort, RankedListSource):
         data: object,
         metric: str,
         params: Mapping[str, Any],
-        query: _Query,
+        query: SearchQuery,
         limit: int,
         group: int | None,
     ) -> list[Any]:
@@ -513,7 +475,7 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort, RankedListSource):
         )
         return [flat_hit(hit) for hit in result[0]] if result else []
 
-    def _hybrid_lists(self, query: _Query, limit: int) -> dict[SearchMode, list[Any]]:
+    def _hybrid_lists(self, query: SearchQuery, limit: int) -> dict[SearchMode, list[Any]]:
         """The dense and the BM25 list of a hybrid search, ungrouped (``HybridSearch``
         fuses them and groups the fused list)."""
         pending: Future[list[Any]] | None = None
