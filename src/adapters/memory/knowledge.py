@@ -251,12 +251,7 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore, RankedListSourc
                 )
             if group_size is not None and not self._grouping:
                 raise UnsupportedSearchMode("grouping is not enabled on this knowledge base")
-            rows = [
-                r
-                for r in self._rows.values()
-                if (request.category_filter is None or r.record.category == request.category_filter)
-                and request.access.allows(r.record.access)
-            ]
+            rows = [r for r in self._rows.values() if _matches(request, r)]
             if mode.needs_query_vector:
                 assert request.query_vector is not None
                 self._check_embedder(request.embedder)
@@ -289,9 +284,7 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore, RankedListSourc
             rows = [
                 row
                 for key in dict.fromkeys(keys)
-                if (row := self._rows.get(key)) is not None
-                and request.access.allows(row.record.access)
-                and request.category_filter in (None, row.record.category)
+                if (row := self._rows.get(key)) is not None and _matches(request, row)
             ]
             if mode is SearchMode.DENSE:
                 if request.query_vector is None:
@@ -381,6 +374,14 @@ class InMemoryKnowledgeBase(KnowledgeSearchPort, KnowledgeStore, RankedListSourc
                 if row.record.evidence_key in wanted:
                     out.setdefault(row.record.evidence_key, []).append(row.record.access)
             return {k: tuple(v) for k, v in out.items()}
+
+
+def _matches(request: KnowledgeSearchRequest, row: _Row) -> bool:
+    """The request's filter: its category, if any, and who may see the row."""
+    category = request.category_filter
+    return (category is None or row.record.category == category) and request.access.allows(
+        row.record.access
+    )
 
 
 def _doc_key(record: ChunkRecord) -> str:
