@@ -6,9 +6,10 @@ with the collection; this index stays flat (figures: benchmarks/README.md,
 
 Milvus Lite stays the store of record: a search returns evidence keys and cosine scores,
 and the rows' fields are read from Lite by primary key. Filters are exact: the rows a
-request may see are a bitmap; up to ``exact_rows`` of them are searched exactly, more
-through the graph with the bitmap as FAISS' ``IDSelector``, and a search that cannot
-prove its top-k complete is answered exactly.
+request may see are a bitmap; up to ``exact_rows`` of them are scored exactly, up to
+``scan_rows`` through a float16 scan that proves its top-k (``dense_scan.py``), more
+through the graph with the bitmap as FAISS' ``IDSelector``; a search that cannot prove
+its top-k complete is answered exactly.
 
 Consistency with Milvus follows the full-text index's rules (``fulltext.py``): document
 keys journalled before every Milvus write, the file (``index.bin``: a JSON header, then
@@ -42,6 +43,7 @@ from lookup_knowledge.adapters.milvus.dense_rows import (
     dense_root,
     faiss_module,
 )
+from lookup_knowledge.adapters.milvus.dense_scan import Scan, exact_top, flat_rows, one_thread
 from lookup_knowledge.adapters.milvus.pending_writes import JournalledIndex, PendingWrites
 from lookup_knowledge.domain.access import UNRESTRICTED, AccessScope
 
@@ -56,6 +58,10 @@ _FILE = "index.bin"
 #: a collection of this size or less ranks as exact search does (HNSW's recall@50 falls
 #: below 1 from a few thousand rows on near-uniform vectors; benchmarks/README.md).
 EXACT_ROWS = 32_768
+#: Rows a request may see at most this many (and more than ``EXACT_ROWS``): a float16
+#: scan of every row with an exact re-rank and a proof of its top-k (``dense_scan.py``),
+#: as fast as the graph at 100k rows and exact; past it, the graph.
+SCAN_ROWS = 131_072
 #: ``ef`` is raised by 1/selectivity of the filter, at most this factor.
 MAX_EF_FACTOR = 16
 #: Deleted rows past this share of the graph: ``settle`` rebuilds it from the live rows.
@@ -75,6 +81,7 @@ class DenseIndex(JournalledIndex):
         m: int = 16,
         ef_construction: int = 200,
         exact_rows: int = EXACT_ROWS,
+        scan_rows: int = SCAN_ROWS,
         files: DurableFiles = FSYNCED,
     ) -> None:
         self._root = root
@@ -83,6 +90,7 @@ class DenseIndex(JournalledIndex):
         self._count_rows = count_rows
         self._params = {"m": m, "efConstruction": ef_construction}
         self._exact_rows = exact_rows
+        self._scan_rows = scan_rows
         self._files = files
         self._pending = PendingWrites(root, files)
         self._lock = threading.RLock()
@@ -109,6 +117,7 @@ class DenseIndex(JournalledIndex):
         self._by_key: dict[str, int] = {}
         self._by_doc: dict[str, set[int]] = {}
         self._columns: dict[str, Any] | None = None  # numpy views, rebuilt after a write
+        self._scan: Scan | None = None  # float16 codes of the rows, made on first use
 
     @property
     def root(self) -> Path:
@@ -355,14 +364,12 @@ class DenseIndex(JournalledIndex):
         self._ensure_open()
         return len(self._by_key)
 
+    def _flat(self) -> Any:
+        """The graph's float32 rows as a FAISS flat index (what exact search scans)."""
+        return faiss_module().downcast_index(self._index.storage)
+
     def _vectors(self) -> np.ndarray:
-        faiss = faiss_module()
-        storage = faiss.downcast_index(self._index.storage)
-        total = int(self._index.ntotal)
-        if total == 0:
-            return np.empty((0, self._dimension), dtype=np.float32)
-        flat = faiss.rev_swig_ptr(storage.get_xb(), total * self._dimension)
-        return np.asarray(flat).reshape(total, self._dimension)
+        return flat_rows(self._flat())
 
     def _column_views(self) -> dict[str, Any]:
         columns = self._columns
@@ -425,6 +432,7 @@ class DenseIndex(JournalledIndex):
         query = self._query(vector)
         if limit < 1:
             return []
+        one_thread()
         self._ensure_open()
         with self._lock:
             total = len(self._keys)
@@ -435,8 +443,9 @@ class DenseIndex(JournalledIndex):
             if want == 0:
                 return []
             if rows <= self._exact_rows:
-                ids = np.flatnonzero(mask) if mask is not None else np.arange(total)
-                return self._exact(query[0], ids, want)
+                return self._exact(query[0], mask, want)
+            if rows <= self._scan_rows:
+                return self._scanned(query[0], want, mask, rows)
             depth = max(ef, limit)
             if mask is None:
                 params = faiss.SearchParametersHNSW(efSearch=depth)
@@ -450,8 +459,7 @@ class DenseIndex(JournalledIndex):
                 (int(n), float(s)) for n, s in zip(labels[0], scores[0], strict=True) if n >= 0
             ]
             if len(found) < want:  # the top-k is not provably complete: answer it exactly
-                ids = np.flatnonzero(mask) if mask is not None else np.arange(total)
-                return self._exact(query[0], ids, want)
+                return self._exact(query[0], mask, want)
             return [(self._keys[n], s) for n, s in found]
 
     def exact(
@@ -465,10 +473,12 @@ class DenseIndex(JournalledIndex):
         """What ``search`` approximates: the exact top ``limit`` over every row the
         filter allows (for benchmarks and checks; cost grows with the rows)."""
         query = self._query(vector)
+        one_thread()
         self._ensure_open()
         with self._lock:
-            ids = np.flatnonzero(self._allowed(where or {}, access))
-            return self._exact(query[0], ids, min(limit, len(ids))) if limit > 0 else []
+            mask = self._allowed(where or {}, access)
+            want = min(limit, int(mask.sum()))
+            return self._exact(query[0], mask, want) if want > 0 else []
 
     def scores(
         self,
@@ -498,14 +508,20 @@ class DenseIndex(JournalledIndex):
             found = self._vectors()[labels] @ query[0]
             return {self._keys[int(n)]: float(s) for n, s in zip(labels, found, strict=True)}
 
-    def _exact(self, query: np.ndarray, ids: np.ndarray, want: int) -> list[tuple[str, float]]:
-        vectors = self._vectors()
-        # Copying a few rows out is cheaper than scoring all; past a quarter of them, the
-        # product over every row (no copy) is.
-        scores = vectors[ids] @ query if 4 * len(ids) < len(vectors) else (vectors @ query)[ids]
-        top = np.argpartition(-scores, want - 1)[:want] if want < len(ids) else np.arange(len(ids))
-        ordered = top[np.argsort(-scores[top], kind="stable")]
-        return [(self._keys[int(ids[i])], float(scores[i])) for i in ordered]
+    def _scanned(
+        self, query: np.ndarray, want: int, mask: np.ndarray | None, rows: int
+    ) -> list[tuple[str, float]]:
+        if self._scan is None:
+            self._scan = Scan(self._dimension)
+        self._scan.extend(self._vectors())
+        found = self._scan.top(query, want, self._flat(), mask, rows)
+        return [(self._keys[n], s) for n, s in found]
+
+    def _exact(
+        self, query: np.ndarray, mask: np.ndarray | None, want: int
+    ) -> list[tuple[str, float]]:
+        found = exact_top(self._flat(), query, mask, want)
+        return [(self._keys[n], s) for n, s in found]
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -526,11 +542,4 @@ class DenseIndex(JournalledIndex):
         shutil.rmtree(root, ignore_errors=True)
 
 
-__all__ = [
-    "DENSE_DIR",
-    "DenseIndex",
-    "DenseRow",
-    "DenseRowReader",
-    "available",
-    "dense_root",
-]
+__all__ = ["DENSE_DIR", "DenseIndex", "DenseRow", "DenseRowReader", "available", "dense_root"]

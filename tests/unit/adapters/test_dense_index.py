@@ -59,7 +59,10 @@ def axis(i: int, scale: float = 1.0) -> list[float]:
 Milvus = RowsInMilvus[DenseRow]
 
 
-def open_index(root: Path, milvus: Milvus, *, exact_rows: int = 0, m: int = 16) -> DenseIndex:
+def open_index(
+    root: Path, milvus: Milvus, *, exact_rows: int = 0, scan_rows: int = 0, m: int = 16
+) -> DenseIndex:
+    """By default every search goes through the HNSW graph (no exact or scanned path)."""
     return DenseIndex(
         root,
         dimension=DIM,
@@ -67,6 +70,7 @@ def open_index(root: Path, milvus: Milvus, *, exact_rows: int = 0, m: int = 16) 
         count_rows=milvus.count,
         m=m,
         exact_rows=exact_rows,
+        scan_rows=scan_rows,
     )
 
 
@@ -226,7 +230,7 @@ _SCOPES = st.one_of(
     category=st.one_of(st.none(), _CATEGORIES),
     deleted=st.sets(st.integers(0, 39), max_size=5),
     limit=st.integers(1, 30),
-    exact_rows=st.sampled_from([0, 10_000]),
+    path=st.sampled_from(["graph", "scan", "exact"]),
     seed=st.integers(0, 2**32 - 1),
 )
 def test_the_filtered_top_k_equals_exact_search_over_the_rows_the_filter_allows(
@@ -235,11 +239,11 @@ def test_the_filtered_top_k_equals_exact_search_over_the_rows_the_filter_allows(
     category: str | None,
     deleted: set[int],
     limit: int,
-    exact_rows: int,
+    path: str,
     seed: int,
 ) -> None:
-    """Through the HNSW graph with the filter as its id set (``exact_rows`` 0) and
-    exactly over the filtered rows: no hit outside the filter (category, tenant,
+    """Through the HNSW graph with the filter as its id set, through the float16 scan
+    with the filter as its id set, and exactly over the filtered rows: no hit outside the filter (category, tenant,
     groups, public, deleted documents) and every one of the best ``limit`` inside it."""
     rng = np.random.default_rng(seed)
     root = Path(tempfile.mkdtemp(prefix="dense-filter-"))
@@ -262,7 +266,9 @@ def test_the_filtered_top_k_equals_exact_search_over_the_rows_the_filter_allows(
                         access,
                     )
                 )
-        index = open_index(root, Milvus(), exact_rows=exact_rows)
+        exact_rows = 10_000 if path == "exact" else 0
+        scan_rows = 0 if path == "graph" else 10_000
+        index = open_index(root, Milvus(), exact_rows=exact_rows, scan_rows=scan_rows)
         index.upsert([r for r, _a in rows])
         gone = [storage_key(docs[d][0].tenant, f"d{d}.md") for d in deleted if d < len(docs)]
         index.delete_documents(gone)
