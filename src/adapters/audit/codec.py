@@ -19,6 +19,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import fields, replace
 from datetime import UTC, datetime
+from json.encoder import encode_basestring_ascii
 from operator import attrgetter
 from typing import Any, TypeVar
 
@@ -201,14 +202,25 @@ def json_bytes(value: object) -> bytes:
 def ascii_json(value: object) -> str:
     """``value`` as compact JSON with every non-ASCII character escaped (a journal line's
     body). ``value`` holds JSON values only, as a cleaned record does (no non-finite
-    float: orjson would write null, the standard library raises ``ValueError``)."""
+    float: orjson would write null, the standard library raises ``ValueError``).
+
+    orjson writes UTF-8; non-ASCII characters can only stand inside its strings, so each
+    run of them is escaped in place (``\\uXXXX``, a surrogate pair above U+FFFF, as the
+    standard library writes them) rather than the whole value encoded a second time."""
     try:
         raw = orjson.dumps(value)
     except orjson.JSONEncodeError:  # a lone surrogate, an integer beyond 64 bits ...
-        raw = b"\xff"
+        return json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
     if raw.isascii():
         return raw.decode("ascii")
-    return json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+    return _NON_ASCII.sub(_escaped, raw.decode("utf-8"))
+
+
+_NON_ASCII = re.compile("[^\x00-\x7f]+")
+
+
+def _escaped(run: re.Match[str]) -> str:
+    return encode_basestring_ascii(run.group())[1:-1]  # without its quotes
 
 
 def to_json(invocation: ToolInvocation, *, cleaned: bool = False) -> dict[str, Any]:

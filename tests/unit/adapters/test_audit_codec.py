@@ -237,6 +237,11 @@ def test_ascii_json_reads_back_as_the_standard_library_writes_it(value: object) 
     assert json.loads(json_bytes(clean)) == json.loads(text)
 
 
+def test_non_ascii_text_is_escaped_exactly_as_the_standard_library_escapes_it() -> None:
+    value = {"q": 'caf\u00e9 "\u6570" \\ \U0001f600\n', "k\u00e9y": ["\u2028", 1.5, None]}
+    assert ascii_json(value) == json.dumps(value, ensure_ascii=True, separators=(",", ":"))
+
+
 def test_json_the_fast_encoder_refuses_is_written_by_the_standard_library() -> None:
     huge = {"count": 2**70, "text": "é 数 \U0001f600"}  # beyond 64 bits; non-ASCII
     assert json.loads(ascii_json(huge)) == huge
