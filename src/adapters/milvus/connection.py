@@ -235,6 +235,11 @@ class MilvusConnection:
         return self._timeout_s
 
     @property
+    def db_name(self) -> str | None:
+        """The database the client is opened on (None: the server's default)."""
+        return self._db_name
+
+    @property
     def lite_path(self) -> str | None:
         """The Milvus Lite folder (resolved), None for a server."""
         return self._uri if self._lite else None

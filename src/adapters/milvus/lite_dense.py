@@ -3,8 +3,9 @@
 ``lite_dense(collection)`` is the one index of a Lite collection with a dense field
 (shared by the store and the search adapter on the connection), None on a server.
 ``lite_dense_search`` answers a dense search with it: the index gives keys and cosine
-scores, Lite gives the rows' fields by primary key (its point read, no scan), in the
-shape ``MilvusClient.search`` hits are read in (``search.py``).
+scores, Lite gives the rows' fields by primary key (its point read, no scan: in process
+where it can, ``lite_point_read.py``), in the shape ``MilvusClient.search`` hits are read
+in (``search.py``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from lookup_knowledge.adapters.milvus.dense_rows import DenseRow, dense_root
 from lookup_knowledge.adapters.milvus.dense_rows import available as dense_available
 from lookup_knowledge.adapters.milvus.errors import index_failures
 from lookup_knowledge.adapters.milvus.filters import in_list, string_literal
+from lookup_knowledge.adapters.milvus.lite_point_read import lite_get
 from lookup_knowledge.adapters.milvus.schema import (
     ACCESS_PUBLIC,
     ALLOWED_GROUPS,
@@ -127,14 +129,17 @@ def lite_dense_search(
         found = index.search(vector, limit, ef=ef, where=where, access=access)
     if not found:
         return []
-    # ``pk in [...]`` is Lite's point read (``col.get``); written by ``filters`` (pymilvus'
-    # ``get(ids=...)`` pastes string keys into the expression unescaped).
-    rows = collection.connection.client().query(
-        collection.name,
-        filter=in_list(PK, [key for key, _score in found if expressible(key)]),
-        output_fields=list(output_fields),
-        timeout=collection.connection.timeout_s,
-    )
+    keys = [key for key, _score in found if expressible(key)]
+    rows = lite_get(collection.connection, collection.name, keys, output_fields)
+    if rows is None:
+        # ``pk in [...]`` is Lite's point read (``col.get``) over gRPC; written by
+        # ``filters`` (pymilvus' ``get(ids=...)`` pastes string keys in unescaped).
+        rows = collection.connection.client().query(
+            collection.name,
+            filter=in_list(PK, keys),
+            output_fields=list(output_fields),
+            timeout=collection.connection.timeout_s,
+        )
     by_key = {str(row.get(PK)): row for row in rows}
     out: list[dict[str, Any]] = []
     for key, score in found:

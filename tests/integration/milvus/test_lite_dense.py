@@ -17,8 +17,12 @@ from lookup_knowledge.adapters.milvus import (
     MilvusKnowledgeSearch,
     MilvusKnowledgeStore,
 )
+from lookup_knowledge.adapters.milvus import lite_dense as lite_dense_module
 from lookup_knowledge.adapters.milvus.dense_index import DENSE_DIR, DenseIndex
+from lookup_knowledge.adapters.milvus.filters import in_list
 from lookup_knowledge.adapters.milvus.lite_dense import lite_dense
+from lookup_knowledge.adapters.milvus.lite_point_read import lite_get
+from lookup_knowledge.adapters.milvus.schema import LIGHT_FIELDS, PK, TEXT
 from lookup_knowledge.application.ingest import IngestDocuments
 from lookup_knowledge.application.ports import KnowledgeSearchRequest
 from lookup_knowledge.domain.model import SearchMode
@@ -152,6 +156,59 @@ def test_a_process_killed_between_the_lite_write_and_the_index_write_is_rebuilt_
         assert found == _all_keys(store)  # every row Lite holds, and nothing else
     finally:
         connection.close()
+
+
+def test_lites_point_read_in_process_gives_the_rows_pymilvus_reads_over_grpc(
+    store: MilvusKnowledgeStore, ingest: IngestDocuments, kb: Path
+) -> None:
+    ingest.execute(FileDocumentSource(kb), sync=True)
+    keys = [*sorted(_all_keys(store))[::-1], "kb/no/such.md#chunk-0"]
+    fields = [*LIGHT_FIELDS, TEXT]
+    direct = lite_get(store._connection, store.collection_name, keys, fields)
+    assert direct is not None  # the in-process path is taken on Lite
+    over_grpc = store._connection.client().query(
+        store.collection_name, filter=in_list(PK, keys), output_fields=fields
+    )
+    assert sorted(map(_items, direct)) == sorted(map(_items, over_grpc))
+    assert len(direct) == len(keys) - 1  # a key Lite does not hold is left out
+    assert all(set(row) == {PK, *fields} for row in direct)
+
+
+def test_dense_hits_are_served_without_a_grpc_read_and_equal_those_read_over_grpc(
+    search: MilvusKnowledgeSearch,
+    ingest: IngestDocuments,
+    kb: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ingest.execute(FileDocumentSource(kb), sync=True)
+    request = KnowledgeSearchRequest(
+        query_text="kafka consumer lag",
+        mode=SearchMode.DENSE,
+        top_k=20,
+        include_content=True,
+        query_vector=EMBEDDER.embed_query("kafka consumer lag"),
+        embedder=EMBEDDER.identity,
+    )
+    search.search(request)  # opens (here: builds) the index beside the file, over gRPC
+    client = search._collection.connection.client()
+    with monkeypatch.context() as patch:
+        patch.setattr(client, "query", _refused)  # a read over gRPC would fail the search
+        direct = search.search(request)
+    with monkeypatch.context() as patch:
+        patch.setattr(lite_dense_module, "lite_get", lambda *args: None)
+        over_grpc = search.search(request)
+    assert direct
+    assert [(h.id, h.score, h.content, h.metadata) for h in direct] == [
+        (h.id, h.score, h.content, h.metadata) for h in over_grpc
+    ]
+
+
+def _refused(*args: object, **kwargs: object) -> object:
+    raise AssertionError("read over gRPC")
+
+
+def _items(row: dict[str, object]) -> list[tuple[str, str]]:
+    return sorted((key, repr(value)) for key, value in row.items())
 
 
 def _by_score(hits: Iterable[tuple[str, float]]) -> list[tuple[float, frozenset[str]]]:
