@@ -29,6 +29,7 @@ User text is never pasted into an expression: it is always a value passed throug
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Iterable, Sequence
 
 from lookup_knowledge.domain.access import AccessScope
@@ -57,12 +58,16 @@ FILTERABLE_FIELDS = frozenset(
 )
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+#: A character ``string_literal`` escapes or refuses; a value without one is quoted as it is.
+_SPECIAL = re.compile('[\\x00-\\x1f\\x7f\\\\"\\ud800-\\udfff]')
 
 
 def string_literal(value: str) -> str:
     """``value`` as a Milvus double-quoted string literal that matches it exactly."""
     if not isinstance(value, str):
         raise InvalidInputError(f"filter value must be a string, got {type(value).__name__}")
+    if _SPECIAL.search(value) is None:  # the common case, in C: nothing to escape or refuse
+        return f'"{value}"'
     out: list[str] = ['"']
     for ch in value:
         escaped = _ESCAPES.get(ch)

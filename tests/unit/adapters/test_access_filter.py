@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from lookup_knowledge.adapters.milvus.filters import access_filter, groups_key, string_literal
 from lookup_knowledge.domain.access import UNRESTRICTED, AccessMode, AccessScope, Principal
+from lookup_knowledge.domain.errors import InvalidInputError
 
 ON = AccessMode.ENFORCED
 _LITERAL = re.compile(r'"((?:[^"\\]|\\.)*)"')
@@ -116,3 +117,20 @@ def test_any_name_round_trips_and_leaves_the_skeleton_alone(
     assert _values(on_server) == [tenant, "", *sorted(groups)]
     assert string_literal(tenant) in expression
     assert "1==1" not in _outside_literals(expression)
+
+
+@given(st.text(st.characters(exclude_categories=())))  # lone surrogates included
+def test_a_string_literal_reads_back_as_its_value_or_is_refused_for_a_control_character(
+    value: str,
+) -> None:
+    refused = any((ord(c) < 32 and c not in "\n\r\t") or c == "\x7f" for c in value) or any(
+        0xD800 <= ord(c) <= 0xDFFF for c in value
+    )
+    try:
+        literal = string_literal(value)
+    except InvalidInputError:
+        assert refused
+        return
+    assert not refused
+    assert _values(literal) == [value]
+    assert _LITERAL.fullmatch(literal)
