@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import uuid
+import zlib
 from collections.abc import Mapping
 from dataclasses import fields, replace
 from datetime import UTC, datetime, timedelta, timezone
@@ -26,7 +27,7 @@ from lookup_knowledge.adapters.audit.codec import (
     clean_text,
     json_bytes,
 )
-from lookup_knowledge.adapters.audit.journal_format import decode_bound, encode
+from lookup_knowledge.adapters.audit.journal_format import checksum, decode_bound, encode
 from lookup_knowledge.application.ports import EvidenceRecord, ToolInvocation, validate_invocation
 from lookup_knowledge.domain.errors import AuditError
 
@@ -269,3 +270,8 @@ def test_a_record_no_store_could_keep_is_still_refused_where_it_is_made() -> Non
                 EvidenceRecord(1, "a\x00b", None, None, "s.md", "c", 0.1, 0.2, True, False, "0"),
             ),
         )
+
+
+@given(st.binary(max_size=20_000))
+def test_the_journal_checksum_is_crc32_whatever_the_length(raw: bytes) -> None:
+    assert checksum(raw) == zlib.crc32(raw)
