@@ -139,7 +139,9 @@ class DenseIndex(JournalledIndex):
         loaded = self._load()
         self._opened = True
         if not loaded:
-            self._rebuild("no usable dense index")
+            # An empty collection (a new one, first written to) has nothing to rebuild
+            # from: its index is started without a warning.
+            self._rebuild("no usable dense index" if self._count_rows() else None)
             return
         pending = self._pending.doc_keys()
         if pending:
@@ -182,8 +184,9 @@ class DenseIndex(JournalledIndex):
             return False
         return True
 
-    def _rebuild(self, why: str) -> None:
-        logger.warning("rebuilding the dense index %s from Milvus: %s", self._root, why)
+    def _rebuild(self, why: str | None) -> None:
+        if why is not None:
+            logger.warning("rebuilding the dense index %s from Milvus: %s", self._root, why)
         self._reset()
         self._add(self._read_rows(None))
         self._write()

@@ -5,6 +5,7 @@ and rebuilds on open."""
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -182,6 +183,26 @@ def test_an_index_that_does_not_match_the_collection_is_rebuilt_from_milvus(
     expected = ["c.md#chunk-0"] if damage == "count" else ["a.md#chunk-0"]
     assert keys(reopened.search(axis(2) if damage == "count" else axis(0), 1, ef=16)) == expected
     reopened.close()
+
+
+def test_a_new_collection_starts_its_index_quietly_and_a_lost_one_is_rebuilt_aloud(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    milvus = Milvus([])
+    with caplog.at_level(logging.WARNING):
+        index = open_index(tmp_path / "new", milvus)
+        index.upsert([row("a.md", 0, axis(0))])
+        milvus.rows["a.md#chunk-0"] = row("a.md", 0, axis(0))
+        assert keys(index.search(axis(0), 1, ef=16)) == ["a.md#chunk-0"]
+        index.close()
+    assert not [r for r in caplog.records if "rebuilding" in r.getMessage()]
+
+    shutil.rmtree(tmp_path / "new")  # the index is lost; the collection still holds a row
+    with caplog.at_level(logging.WARNING):
+        reopened = open_index(tmp_path / "new", milvus)
+        assert reopened.count() == 1
+        reopened.close()
+    assert [r for r in caplog.records if "no usable dense index" in r.getMessage()]
 
 
 def test_a_write_that_failed_is_repaired_before_the_next_search(tmp_path: Path) -> None:
