@@ -7,7 +7,7 @@ beside the file ranked them; the protobuf encoding, the loopback call and pymilv
 decoding of the same rows cost more than the read itself (``bench_scaling.py``: ~3.6
 against ~1.5 ms for 20 rows of the sample corpus). ``lite_get`` calls ``Collection.get``
 directly. It returns None whenever that is not plainly possible (no in-process server
-for the file, a database other than the default, a Milvus Lite whose internals differ,
+for the file, the driver's connection closed, a database other than the default, a Milvus Lite whose internals differ,
 any error of the read): the caller then reads through pymilvus, whose errors it knows
 how to translate, so this path can only be faster, never different.
 """
@@ -29,7 +29,9 @@ def _database(connection: MilvusConnection) -> Any:
     path = connection.lite_path
     if path is None or connection.db_name:
         return None
-    connection.client()  # the server for the file exists once the client does
+    client = connection.client()  # the server for the file exists once the client does
+    if getattr(client, "_handler", None) is None:
+        return None  # the driver's connection is closed: so is this path (its error says so)
     try:
         from milvus_lite.server_manager import server_manager_instance
     except ImportError:  # pragma: no cover - Lite is a dependency of the embedded default
