@@ -13,6 +13,7 @@ details carry a version. Cleaning never makes a text longer, so a record that pa
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 import re
@@ -118,7 +119,11 @@ def _nesting(out: bytes) -> int:
     brackets = out.translate(None, _NOT_BRACKETS)
     if len(brackets) // 2 <= _MAX_DEPTH:
         return len(brackets) // 2
-    brackets = _JSON_STRING.sub(b"", out).translate(_OPENERS, _NOT_BRACKETS)
+    # With no quote inside a string, every quote delimits one: what lies between the
+    # strings, joined (C speed); else the strings are found by their grammar.
+    plain = b'\\"' not in out
+    structure = b"".join(out.split(b'"')[::2]) if plain else _JSON_STRING.sub(b"", out)
+    brackets = structure.translate(_OPENERS, _NOT_BRACKETS)
     depth = 0
     while brackets and depth <= _MAX_DEPTH:
         brackets = brackets.replace(b"{}", b"")
@@ -213,14 +218,21 @@ def ascii_json(value: object) -> str:
         return json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
     if raw.isascii():
         return raw.decode("ascii")
-    return _NON_ASCII.sub(_escaped, raw.decode("utf-8"))
+    return raw.decode("utf-8").encode("ascii", _JSON_ESCAPE).decode("ascii")
 
 
-_NON_ASCII = re.compile("[^\x00-\x7f]+")
+def _json_escapes(error: UnicodeError) -> tuple[str, int]:
+    """The ASCII encoder's error handler for ``ascii_json``: the run of characters it
+    cannot encode, as the standard library's JSON writer escapes them (3-4x the speed of
+    a regex substitution over the text: the encoder finds the runs in C)."""
+    if not isinstance(error, UnicodeEncodeError):  # pragma: no cover - only encoding
+        raise error
+    run = error.object[error.start : error.end]
+    return encode_basestring_ascii(run)[1:-1], error.end  # without its quotes
 
 
-def _escaped(run: re.Match[str]) -> str:
-    return encode_basestring_ascii(run.group())[1:-1]  # without its quotes
+_JSON_ESCAPE = "lookup_knowledge.json-escape"
+codecs.register_error(_JSON_ESCAPE, _json_escapes)
 
 
 def to_json(invocation: ToolInvocation, *, cleaned: bool = False) -> dict[str, Any]:

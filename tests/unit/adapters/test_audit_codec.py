@@ -15,10 +15,12 @@ from datetime import UTC, datetime, timedelta, timezone
 from enum import Enum
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from lookup_knowledge.adapters.audit.codec import _nesting as _nesting
 from lookup_knowledge.adapters.audit.codec import (
     ascii_json,
     clean_details,
@@ -105,6 +107,45 @@ def exactly(value: object) -> object:
 @given(st.dictionaries(TEXT, st.one_of(PLAIN, VALUES), max_size=5))
 def test_details_cleaned_by_the_fast_path_are_what_clean_json_gives(details: Any) -> None:
     assert exactly(clean_details(details)) == exactly(clean_json(details))
+
+
+BRACKETY = st.text(alphabet=st.sampled_from(list("[]{}ab数")), max_size=6)
+QUOTED = st.text(alphabet=st.sampled_from(list('[]{}"\\ab')), max_size=6)
+
+
+@given(
+    st.recursive(
+        st.one_of(st.integers(-(2**63), 2**63 - 1), BRACKETY),
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=3), st.dictionaries(BRACKETY, inner, max_size=3)
+        ),
+        max_leaves=12,
+    ),
+    st.lists(st.tuples(st.booleans(), BRACKETY), min_size=25, max_size=70),
+    st.one_of(st.just(""), QUOTED),
+)
+def test_deep_details_with_quotes_and_brackets_in_their_texts_are_cut_by_their_depth(
+    core: object, levels: list[tuple[bool, str]], quoted: str
+) -> None:
+    """Near the depth limit, with brackets (and quotes, escaped in the JSON text, or none)
+    inside keys and strings: the fast path keeps what the rules keep, cuts what they cut."""
+    details: object = core
+    for as_dict, text in levels:
+        details = {text: [details, text]} if as_dict else [text, details]
+    details = [quoted, details]
+    wrapped = {"d": details}
+    assert exactly(clean_details(wrapped)) == exactly(clean_json(wrapped))
+    # The text's count is the value's depth (both sides of the limit): no walk is needed
+    # for a value within it, and none beyond it is kept.
+    assert (_nesting(orjson.dumps(wrapped)) > 64) == (depth_of(wrapped) > 64)
+
+
+def depth_of(value: object) -> int:
+    if isinstance(value, dict):
+        return 1 + max((depth_of(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((depth_of(v) for v in value), default=0)
+    return 0
 
 
 class Colour(Enum):
