@@ -52,3 +52,34 @@ def test_chunks_fit_the_window_and_lose_no_text(
         covered = " ".join(c.text for c in chunks).split()
         for word in text.split():
             assert word in covered
+
+
+_TOKENIZER_SIZED: dict[tuple[str, int], object] = {}
+
+
+def _tokenizer_sized(kind: str, capacity: int) -> object:
+    """The splitter sized by the tokenizer's own sizer (a copy of the tokenizer each)."""
+    from semantic_text_splitter import MarkdownSplitter, TextSplitter
+
+    if (kind, capacity) not in _TOKENIZER_SIZED:
+        cls = MarkdownSplitter if kind == "markdown" else TextSplitter
+        _TOKENIZER_SIZED[kind, capacity] = cls.from_huggingface_tokenizer(
+            CHUNKER._tokenizer, capacity, overlap=min(32, capacity // 4), trim=True
+        )
+    return _TOKENIZER_SIZED[kind, capacity]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(SECTION, min_size=1, max_size=4),
+    st.sampled_from(["markdown", "text"]),
+    st.sampled_from([MIN_PIECE_TOKENS, 48, 101, 200, 243]),
+)
+def test_pieces_are_cut_where_the_tokenizers_own_sizer_cuts_them(
+    sections: list[tuple[int, str, list[str]]], kind: str, capacity: int
+) -> None:
+    """The chunker sizes its splitters by counting with its one tokenizer (no copy of the
+    tokenizer per capacity): the pieces are the ones the tokenizer-sized splitter gives."""
+    text = _markdown(sections)
+    ours = CHUNKER._splitter(kind, capacity).chunks(text)
+    assert ours == _tokenizer_sized(kind, capacity).chunks(text)  # type: ignore[attr-defined]
