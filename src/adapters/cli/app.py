@@ -25,6 +25,7 @@ import typer.core
 import typer.main
 
 from lookup_knowledge.adapters.cli.context import OPTIONS, command_group, set_global_options
+from lookup_knowledge.adapters.cli.memory import limit_malloc_arenas
 from lookup_knowledge.adapters.cli.render import console, error_line
 from lookup_knowledge.domain.errors import (
     ConfigurationError,
@@ -130,6 +131,7 @@ def build_app() -> typer.Typer:
 
 def main() -> None:
     """The ``lookup-knowledge`` console script: run the command, then ``exit_now``."""
+    limit_malloc_arenas()  # before any thread allocates (memory.py)
     try:
         run(build_app())
     except SystemExit as done:
