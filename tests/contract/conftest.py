@@ -21,9 +21,11 @@ def _port_in_use(port: int) -> bool:
 def pypi_milvus_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The PyPI ``milvus`` server (2.3.x, no Docker) on free 127.0.0.1 ports.
 
-    One at a time on this machine for this run: pytest-xdist workers (they share the
-    run's base temporary folder) take a lock first, so a second worker waits for the
-    first one's server to stop instead of finding its etcd port taken."""
+    One worker of this run starts it: every case that takes it is in one unit of work
+    (tests/support/xdist.py), and the workers (they share the run's base temporary
+    folder) take a lock first. The lock is held for the worker's whole session, so a
+    second worker asking for it means that grouping broke: that fails at once, saying
+    so, instead of waiting for the other worker's session to end."""
     try:
         import milvus
     except ImportError:
@@ -32,7 +34,13 @@ def pypi_milvus_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         )
     run_folder = tmp_path_factory.getbasetemp().parent
     with (run_folder / "pypi-milvus.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pytest.fail(
+                "another pytest-xdist worker of this run holds the PyPI milvus server: the"
+                " server's cases were split over workers (see tests/support/xdist.py)"
+            )
         yield from _serve(milvus, tmp_path_factory)
 
 
