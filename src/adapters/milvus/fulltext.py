@@ -138,10 +138,14 @@ class FullTextIndex(JournalledIndex):
         analysis: str | None,
         read_rows: RowReader,
         count_rows: Callable[[], int],
-        heap_bytes: int = 64_000_000,
+        heap_bytes: int = 16_000_000,
         files: DurableFiles = FSYNCED,
     ) -> None:
-        """``files``: how the journal and the meta file are made durable."""
+        """``files``: how the journal and the meta file are made durable. ``heap_bytes``:
+        the writer's indexing budget (tantivy's floor is 15 MB); each write batch is
+        committed, so one batch's postings are what it must hold, and the hash table
+        tantivy sizes from it is allocated up front (64 MB cost ~20 MB more resident
+        memory on the SciFact sample ingest, benchmarks/README.md)."""
         self._root = root
         self._files = files
         self._pending = PendingWrites(root, files)

