@@ -1,5 +1,6 @@
-"""The CLI caps glibc's malloc arenas before its threads allocate; an operator's
-``MALLOC_ARENA_MAX`` stands; elsewhere than glibc nothing changes."""
+"""The CLI caps glibc's malloc arenas before its threads allocate, and ingest fixes its
+mmap threshold; an operator's ``MALLOC_ARENA_MAX`` or ``MALLOC_MMAP_THRESHOLD_`` stands;
+elsewhere than glibc nothing changes."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import textwrap
 
 import pytest
 
-from lookup_knowledge.adapters.cli.memory import limit_malloc_arenas
+from lookup_knowledge.adapters.cli.memory import fix_mmap_threshold, limit_malloc_arenas
 
 GLIBC = sys.platform.startswith("linux") and bool(os.confstr("CS_GNU_LIBC_VERSION"))
 
@@ -58,3 +59,47 @@ def test_an_operators_malloc_arena_max_stands() -> None:
 def test_a_cap_below_one_arena_is_refused() -> None:
     with pytest.raises(ValueError, match="limit"):
         limit_malloc_arenas(0)
+
+
+# glibc's mallinfo2: blocks now served by mmap (hblks). A 4 MB block freed raises the
+# dynamic threshold to 4 MB, so a 512 KB block after it comes from the heap, unless the
+# threshold was fixed first.
+_MMAP = textwrap.dedent(
+    """
+    import ctypes, sys
+    from lookup_knowledge.adapters.cli.memory import fix_mmap_threshold
+    class Info(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+            "uordblks", "fordblks", "keepcost")]
+    libc = ctypes.CDLL(None)
+    libc.mallinfo2.restype = Info
+    if sys.argv[1] == "fixed":
+        assert fix_mmap_threshold()
+    big = bytearray(4 << 20)
+    del big
+    before = libc.mallinfo2().hblks
+    held = [bytearray(512 << 10) for _ in range(4)]
+    print(libc.mallinfo2().hblks - before)
+    """
+)
+
+
+def _mmapped_blocks(mode: str) -> int:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    out = subprocess.run(
+        [sys.executable, "-c", _MMAP, mode], capture_output=True, text=True, env=env, check=True
+    )
+    return int(out.stdout.strip())
+
+
+@pytest.mark.skipif(not GLIBC, reason="glibc's mmap threshold")
+def test_a_fixed_mmap_threshold_keeps_serving_batch_sized_blocks_by_mmap() -> None:
+    assert _mmapped_blocks("dynamic") == 0  # the threshold rose past 512 KB
+    assert _mmapped_blocks("fixed") == 4
+
+
+def test_an_operators_mmap_threshold_stands() -> None:
+    assert fix_mmap_threshold(environ={"MALLOC_MMAP_THRESHOLD_": "65536"}) is False
+    with pytest.raises(ValueError, match="threshold"):
+        fix_mmap_threshold(0)
