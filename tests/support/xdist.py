@@ -42,12 +42,7 @@ def parameter_group(nodeid: str) -> str | None:
         return None
     ids = nodeid[start + 1 : -1]
     for parameter, group in GROUPED_PARAMETERS.items():
-        if (
-            ids == parameter
-            or ids.startswith(f"{parameter}-")
-            or ids.endswith(f"-{parameter}")
-            or f"-{parameter}-" in ids
-        ):
+        if f"-{parameter}-" in f"-{ids}-":  # a whole id among the "-"-joined ones
             return group
     return None
 

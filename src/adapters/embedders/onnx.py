@@ -188,9 +188,9 @@ class OnnxSentenceEmbedder(Embedder):
             raise EmbeddingError("intra_op_threads must be >= 0 (0: the default)")
         self._threads = intra_op_threads or default_threads()
         self._verified = None if verified_record is None else _VerifiedRecord(Path(verified_record))
-        self._loaded: _Loaded | None = None  # queries: the optimised graph
-        self._documents: _Loaded | None = None  # documents: the graph as shipped
+        self._sessions: dict[bool, _Loaded] = {}  # optimised graph (queries) or not
         self._tokenizer: tuple[Any, int] | None = None
+        self._model_checked = False
         self._optimise_documents = optimise_documents
         self._lock = threading.Lock()
 
@@ -222,25 +222,23 @@ class OnnxSentenceEmbedder(Embedder):
         self._ensure_loaded()
 
     def _ensure_loaded(self, *, documents: bool = False) -> _Loaded:
-        documents = documents and not self._optimise_documents
-        loaded = self._documents if documents else self._loaded
-        if loaded is not None:
-            return loaded
-        with self._lock:
-            if documents:
-                if self._documents is None:
-                    self._documents = self._load(optimised=False)
-                return self._documents
-            if self._loaded is None:
-                self._loaded = self._load(optimised=True)
-            return self._loaded
+        optimised = self._optimise_documents or not documents
+        loaded = self._sessions.get(optimised)
+        if loaded is None:
+            with self._lock:
+                loaded = self._sessions.get(optimised)
+                if loaded is None:
+                    loaded = self._sessions[optimised] = self._load(optimised=optimised)
+        return loaded
 
     def _load(self, *, optimised: bool) -> _Loaded:
         hint = f" ({self._install_hint})" if self._install_hint else ""
-        for what, path in (("model", self._model_path), ("tokenizer", self._tokenizer_path)):
-            if not path.is_file():
-                raise EmbeddingError(f"embedding {what} file not found: {path}{hint}")
-        self._check_sha256(hint)  # each session: cheap with a verified record
+        if not self._model_path.is_file():
+            raise EmbeddingError(f"embedding model file not found: {self._model_path}{hint}")
+        tokenizer, pad_id = self._tokenizer_locked()
+        if not self._model_checked:  # the second session reads the file the first checked
+            self._check_sha256(hint)
+            self._model_checked = True
         try:
             import onnxruntime
 
@@ -261,7 +259,6 @@ class OnnxSentenceEmbedder(Embedder):
         missing = {"input_ids", "attention_mask"} - input_names
         if missing:
             raise EmbeddingError(f"ONNX model {self._model_path} lacks inputs {sorted(missing)}")
-        tokenizer, pad_id = self._tokenizer_locked()
         return _Loaded(session, tokenizer, input_names, pad_id)
 
     def _tokenizer_now(self) -> tuple[Any, int]:
@@ -330,7 +327,7 @@ class OnnxSentenceEmbedder(Embedder):
         if not texts:
             return []
         tokenizer, _ = self._tokenizer_now()
-        return [len(e.ids) for e in self._encode_with(tokenizer, texts)]
+        return [len(e.ids) for e in self._encode(tokenizer, texts)]
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         _check_texts(texts)
@@ -339,7 +336,7 @@ class OnnxSentenceEmbedder(Embedder):
         return self._embed(self._ensure_loaded(documents=True), texts)
 
     def _embed(self, loaded: _Loaded, texts: Sequence[str]) -> list[list[float]]:
-        encodings = self._encode(loaded, texts)
+        encodings = self._encode(loaded.tokenizer, texts)
         # Similar token counts in one batch waste less padding; the order is restored after.
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         batches = token_bounded_batches(
@@ -355,10 +352,7 @@ class OnnxSentenceEmbedder(Embedder):
                 out[i] = vector
         return out
 
-    def _encode(self, loaded: _Loaded, texts: Sequence[str]) -> list[Any]:
-        return self._encode_with(loaded.tokenizer, texts)
-
-    def _encode_with(self, tokenizer: Any, texts: Sequence[str]) -> list[Any]:
+    def _encode(self, tokenizer: Any, texts: Sequence[str]) -> list[Any]:
         try:
             return list(tokenizer.encode_batch(list(texts)))
         except Exception as error:  # tokenizers raises plain exceptions

@@ -105,26 +105,25 @@ def test_minilm_opens_one_session_for_queries_and_one_for_documents_each_on_firs
     level = onnxruntime.GraphOptimizationLevel
     embedder = OnnxMiniLMEmbedder(intra_op_threads=1)
     assert embedder.token_lengths(["a few words here"]) == [6]
-    assert embedder._loaded is None, "counting is tokens only"
-    assert embedder._documents is None
+    assert embedder._sessions == {}, "counting is tokens only"
     document = embedder.embed_documents(["Restart the Kafka consumer group."])[0]
-    assert embedder._loaded is None
-    assert embedder._documents is not None
-    options = embedder._documents.session.get_session_options()
-    assert options.graph_optimization_level == level.ORT_DISABLE_ALL
-    query = embedder.embed_query("Restart the Kafka consumer group.")
-    assert embedder._loaded is not None
-    assert embedder._loaded.session.get_session_options().graph_optimization_level == (
-        level.ORT_ENABLE_ALL
+    assert list(embedder._sessions) == [False]
+    documents = embedder._sessions[False]
+    assert documents.session.get_session_options().graph_optimization_level == (
+        level.ORT_DISABLE_ALL
     )
-    assert embedder._loaded.tokenizer is embedder._documents.tokenizer, "one tokenizer"
+    query = embedder.embed_query("Restart the Kafka consumer group.")
+    assert sorted(embedder._sessions) == [False, True]
+    queries = embedder._sessions[True]
+    assert queries.session.get_session_options().graph_optimization_level == (level.ORT_ENABLE_ALL)
+    assert queries.tokenizer is documents.tokenizer, "one tokenizer"
     assert cosine(document, query) > 0.9999
     assert abs(math.fsum(x * x for x in document) - 1.0) < 1e-6
 
     only_queries = OnnxMiniLMEmbedder(intra_op_threads=1)
     only_queries.load()
     only_queries.embed_query("x")
-    assert only_queries._documents is None
+    assert list(only_queries._sessions) == [True]
 
 
 def test_the_document_session_refuses_a_model_file_with_the_wrong_hash(tmp_path: Path) -> None:
