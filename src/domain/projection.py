@@ -161,7 +161,10 @@ def expand_agent_blocks(blocks: Sequence[dict[str, object]]) -> list[dict[str, o
 
 
 BREADCRUMB_SEPARATOR = " > "
-_HEADING = re.compile(r"#{1,6}[ \t]+(.*?)[ \t#]*")
+_HEADING = re.compile(r"#{1,6}[ \t]+(.*)")
+#: A heading's optional closing run of ``#`` (CommonMark: after a space or tab, or the
+#: whole text); a ``#`` glued to the text is the text's (``# C#`` is "C#").
+_CLOSING = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")
 
 
 def agent_breadcrumb(breadcrumb: str, content: str) -> str:
@@ -178,7 +181,7 @@ def agent_breadcrumb(breadcrumb: str, content: str) -> str:
         match = _HEADING.fullmatch(line.strip())
         if match is None:
             break
-        opening.append(match.group(1).strip())
+        opening.append(_CLOSING.sub("", match.group(1)).strip())
     for k in range(min(len(opening), len(parts) - 1), 0, -1):
         if parts[-k:] == opening[:k]:
             return BREADCRUMB_SEPARATOR.join(parts[:-k])

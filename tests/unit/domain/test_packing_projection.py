@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from lookup_knowledge.domain.identity import EvidenceIdentity
@@ -154,11 +154,19 @@ def test_the_agent_breadcrumb_drops_the_headings_the_excerpt_opens_with() -> Non
     assert agent_breadcrumb(crumb, "- a list item") == crumb  # no opening heading
     assert agent_breadcrumb(crumb, "## PG-53300 (old)\ntext") == crumb  # not the same words
     assert agent_breadcrumb("Guide", "# Guide\ntext") == "Guide"  # the title always stays
+    assert agent_breadcrumb(crumb, "### PG-53300 ###\ntext") == "Guide > Connection errors"
+
+
+def test_a_hash_glued_to_a_heading_is_its_text_not_a_closing_sequence() -> None:
+    assert agent_breadcrumb("Languages > C", "## C#\ntext") == "Languages > C"
+    assert agent_breadcrumb("Languages > C#", "## C#\ntext") == "Languages"
+    assert agent_breadcrumb("Guide > >>", "# >>#\n\n") == "Guide > >>"
 
 
 _HEADINGS = st.text(alphabet="abc >#", min_size=1, max_size=6).map(str.strip).filter(bool)
 
 
+@example(parts=[">", ">>"], opening=[">>#"], body="")  # "# >>#" is the heading ">>#"
 @given(
     parts=st.lists(_HEADINGS, min_size=1, max_size=5),
     opening=st.lists(_HEADINGS, max_size=4),
