@@ -100,6 +100,31 @@ def lite_size_notice(rows: int) -> str:
     )
 
 
+#: Bytes of rows (strings as UTF-8, vectors as float32) a Milvus Lite collection takes
+#: before ingest flushes it. Lite keeps written rows in memory until a flush and turns
+#: every value of them into a Python object to write them out (``MemTable.flush`` in
+#: milvus-lite 3.2), about three times their size; its own budget is 128 MB of Arrow
+#: buffers, so an ingest of SciFact (9,984 chunks) held all of them and spiked by
+#: ~155 MB in the final flush. 16 MB bounds that spike at ~25 MB whatever the corpus;
+#: each flush writes a segment that Lite compacts in the background
+#: (benchmarks/README.md, "Ingest memory on the whole corpus").
+LITE_FLUSH_BYTES = 16 * 1024 * 1024
+
+
+def row_bytes(row: Mapping[str, Any]) -> int:
+    """What a row weighs in Lite's buffers, roughly: its strings' UTF-8 bytes, four
+    bytes per vector or array element, eight per other value."""
+    size = 0
+    for value in row.values():
+        if isinstance(value, str):
+            size += len(value.encode("utf-8"))
+        elif isinstance(value, list | tuple):
+            size += sum(len(v.encode("utf-8")) if isinstance(v, str) else 4 for v in value)
+        else:
+            size += 8
+    return size
+
+
 #: The dense index a new collection gets: HNSW (Lite builds it with faiss) with
 #: Milvus' usual build parameters; search depth ``ef`` is the search adapter's.
 DEFAULT_INDEX_TYPE = "HNSW"
@@ -119,10 +144,13 @@ class MilvusKnowledgeStore(KnowledgeStore):
         consistency_level: str = "Bounded",
         write_batch_size: int = 500,
         filter_batch_size: int = 200,
+        lite_flush_bytes: int = LITE_FLUSH_BYTES,
         owns_connection: bool = False,
     ) -> None:
-        if write_batch_size < 1 or filter_batch_size < 1:
-            raise InvalidInputError("write_batch_size and filter_batch_size must be >= 1")
+        if write_batch_size < 1 or filter_batch_size < 1 or lite_flush_bytes < 1:
+            raise InvalidInputError(
+                "write_batch_size, filter_batch_size and lite_flush_bytes must be >= 1"
+            )
         self._connection = connection
         self._collection = KnowledgeCollection(connection, collection)
         self._index_type = index_type
@@ -140,6 +168,8 @@ class MilvusKnowledgeStore(KnowledgeStore):
         self._filter_batch = filter_batch_size
         self._owns_connection = owns_connection
         self._rows_before: int | None = None  # Lite: rows when this run began
+        self._unflushed = 0  # Lite: bytes of rows written since its last flush
+        self._flush_bytes = lite_flush_bytes
         self._notices: list[str] = []
 
     @classmethod
@@ -325,6 +355,7 @@ class MilvusKnowledgeStore(KnowledgeStore):
             return
         client = self._client()
         self._call("flush", client.flush, self._collection.name)
+        self._unflushed = 0
         if self._connection.is_lite:
             self._reload_indexed(client)
             index = self._collection.fulltext()
@@ -464,7 +495,19 @@ class MilvusKnowledgeStore(KnowledgeStore):
                 if dense is not None:
                     dense.upsert([dense_row(row) for row in rows])
             written += len(rows)
+            self._bound_unflushed(client, rows)
         return written
+
+    def _bound_unflushed(self, client: Any, rows: Sequence[Mapping[str, Any]]) -> None:
+        """On Lite, flush once ``LITE_FLUSH_BYTES`` of rows are written and unflushed,
+        so the memory a flush takes does not grow with the corpus. The rows are durable
+        either way (Lite's write-ahead log); ``seal`` flushes the rest."""
+        if not self._connection.is_lite:
+            return
+        self._unflushed += sum(row_bytes(row) for row in rows)
+        if self._unflushed >= self._flush_bytes:
+            self._call("flush", client.flush, self._collection.name)
+            self._unflushed = 0
 
     @contextlib.contextmanager
     def _mirrored(

@@ -404,3 +404,52 @@ def test_an_index_file_a_crash_left_short_is_rebuilt_not_fatal(
     assert any("is damaged" in r.getMessage() for r in caplog.records)
     assert Path(dense[0]).stat().st_size > 0  # rebuilt by Lite
     assert "Traceback" not in capfd.readouterr().err
+
+
+def _counting_flushes(store: MilvusKnowledgeStore, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    client = store._connection.client()
+    flushed: list[str] = []
+    real = client.flush
+
+    def flush(name: str, **kwargs: Any) -> Any:
+        flushed.append(name)
+        return real(name, **kwargs)
+
+    monkeypatch.setattr(client, "flush", flush)
+    return flushed
+
+
+def test_lite_is_flushed_during_ingest_once_its_unflushed_rows_pass_the_budget(
+    connection: Any,
+    collection: str,
+    embedder: Any,
+    search: MilvusKnowledgeSearch,
+    kb: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    store = MilvusKnowledgeStore(
+        connection, collection=collection, write_batch_size=3, lite_flush_bytes=2_000
+    )
+    flushed = _counting_flushes(store, monkeypatch)
+    ingest = IngestDocuments(
+        store=store,
+        chunker=MarkdownChunker(chunk_size=200, chunk_overlap=30),
+        clock=SystemClock(),
+        embedder=embedder,
+    )
+    report = ingest.execute(FileDocumentSource(kb))
+    written = len(rows(store))
+    assert report.chunks_written == written
+    # every ~2 kB of rows, then the seal's: more than one flush, fewer than one per batch
+    assert 2 < len(flushed) <= written // 3 + 1
+    hits = search.search(KnowledgeSearchRequest("kafka consumer lag", 3, SearchMode.SPARSE))
+    assert hits[0].identity.doc_id == "kb/runbooks/kafka.md"
+    assert ingest.execute(FileDocumentSource(kb)).unchanged == 4
+
+
+def test_a_small_ingest_on_lite_flushes_once_when_it_is_sealed(
+    store: MilvusKnowledgeStore, ingest: IngestDocuments, kb: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    flushed = _counting_flushes(store, monkeypatch)
+    ingest.execute(FileDocumentSource(kb))
+    assert flushed == [store.collection_name]
