@@ -36,18 +36,13 @@ from lookup_knowledge.adapters.call_gate import CallGate
 from lookup_knowledge.adapters.config import Settings, load_settings
 from lookup_knowledge.adapters.container import Container
 from lookup_knowledge.adapters.warm_up import warm_up
-from lookup_knowledge.application.answer_check import CheckAnswer, OwnedView
 from lookup_knowledge.application.health import Health
 from lookup_knowledge.application.ingest import IngestProgress, IngestReport
 from lookup_knowledge.application.lookup import LookupKnowledge, LookupResult
 from lookup_knowledge.application.lookup.query import check_id
 from lookup_knowledge.application.ports import (
-    AnswerCheck,
-    AnswerCheckStore,
-    AnswerFormat,
     AuditQueries,
     CitationReport,
-    CurrentChunkText,
     DocumentSource,
     ToolInvocationRecorder,
     check_session_id,
@@ -60,7 +55,14 @@ from lookup_knowledge.domain.access import Principal
 from lookup_knowledge.domain.errors import AccessDenied
 
 if TYPE_CHECKING:
+    from lookup_knowledge.application.answer_check import CheckAnswer
     from lookup_knowledge.application.evaluation import Replay, RunEval
+    from lookup_knowledge.application.ports import (
+        AnswerCheck,
+        AnswerCheckStore,
+        AnswerFormat,
+        CurrentChunkText,
+    )
 
 _T = TypeVar("_T")
 _P = ParamSpec("_P")
@@ -327,10 +329,14 @@ class LookupApp:
         ``scope``: an agent's call (see ``verify_citations``): a session not its own is
         checked as an empty one and the check is not recorded; reasons name only its own
         sessions; no ``forbidden``."""
+        from lookup_knowledge.application.ports import AnswerFormat  # the checker, on first use
+
         fmt = answer_format or (AnswerFormat.TEXT if isinstance(answer, str) else "anthropic")
         with self._gate.call():
             view = None
             if scope is not None:
+                from lookup_knowledge.application.answer_check import OwnedView
+
                 owners = self.session_owners
                 view = OwnedView(
                     owns_session=self._owns(session_id, scope),
@@ -359,6 +365,8 @@ class LookupApp:
         cited ids (the newest on a tie). No cited id shown in one: the check runs on the
         new, empty session ``new_session_id``. Another principal's session is never
         read, named or written to."""
+        from lookup_knowledge.application.ports import AnswerFormat  # the checker, on first use
+
         fmt = answer_format or (AnswerFormat.TEXT if isinstance(answer, str) else "anthropic")
         with self._gate.call():
             owners = self.session_owners
@@ -372,6 +380,8 @@ class LookupApp:
             session_id = sessions[0] if sessions else new_session_id
             view = None
             if scope is not None:
+                from lookup_knowledge.application.answer_check import OwnedView
+
                 view = OwnedView(
                     owns_session=bool(sessions),
                     owns=lambda other: owners.owns(other, scope.principal),

@@ -13,11 +13,6 @@ from typing import TYPE_CHECKING, Any
 from dependency_injector import providers
 from sqlalchemy.engine import Engine
 
-from lookup_knowledge.adapters.answer_check import (
-    OpenAICompatibleClaimJudge,
-    SnowballStemmer,
-    TeiNliClaimJudge,
-)
 from lookup_knowledge.adapters.audit import (
     SqlToolInvocationRecorder,
     build_sql_recorder,
@@ -43,6 +38,17 @@ from lookup_knowledge.domain.access import UNRESTRICTED, AccessScope, DocumentAc
 from lookup_knowledge.domain.errors import AuditUnavailable, ConfigurationError
 
 if TYPE_CHECKING:
+    from lookup_knowledge.adapters.answer_check import (
+        OpenAICompatibleClaimJudge,
+        SearchChunkText,
+        SnowballStemmer,
+        TeiNliClaimJudge,
+    )
+    from lookup_knowledge.adapters.audit.answer_checks import (
+        SqlAnswerCheckStore,
+        SqlSessionEvidence,
+    )
+
     # Imported by the builders that make them: pymilvus brings pandas, pyarrow and gRPC
     # (~2 s cold on a small machine) and the ONNX embedder its runtime; a command that
     # only reads the audit store (``audit``, ``db``) needs none of them, nor the
@@ -62,6 +68,7 @@ if TYPE_CHECKING:
     )
     from lookup_knowledge.adapters.telemetry import OpenTelemetryTelemetry
     from lookup_knowledge.adapters.text import SnowballJiebaAnalyzer
+    from lookup_knowledge.application.answer_check import CheckAnswer
     from lookup_knowledge.application.evaluation import Replay, RunEval
 
 logger = logging.getLogger(__name__)
@@ -312,15 +319,48 @@ def audit_disabled(*_: Any) -> AuditQueries:
     )
 
 
+# The answer checker's parts are imported by their builders: it pulls in the domain's
+# claim and fact analysis, which a lookup never runs (benchmarks/bench_cold_cli.py).
+
+
+def check_answer(**parts: Any) -> CheckAnswer:
+    from lookup_knowledge.application.answer_check import CheckAnswer
+
+    return CheckAnswer(**parts)
+
+
+def session_evidence(
+    engine: Engine, *, barrier: Callable[[str | None], object] | None = None
+) -> SqlSessionEvidence:
+    from lookup_knowledge.adapters.audit.answer_checks import SqlSessionEvidence
+
+    return SqlSessionEvidence(engine, barrier=barrier)
+
+
+def answer_check_store(engine: Engine, chain: AuditChain) -> SqlAnswerCheckStore:
+    from lookup_knowledge.adapters.audit.answer_checks import SqlAnswerCheckStore
+
+    return SqlAnswerCheckStore(engine, chain)
+
+
+def chunk_text(search: KnowledgeSearchPort) -> SearchChunkText:
+    from lookup_knowledge.adapters.answer_check import SearchChunkText
+
+    return SearchChunkText(search)
+
+
 def stemmer(settings: Settings) -> SnowballStemmer:
+    from lookup_knowledge.adapters.answer_check import SnowballStemmer
+
     return SnowballStemmer(settings.audit.check.stemmer_language)
 
 
-def judge(
-    settings: Settings, judge_type: type[OpenAICompatibleClaimJudge | TeiNliClaimJudge]
-) -> Iterator[OpenAICompatibleClaimJudge | TeiNliClaimJudge]:
-    """The claim judge ``audit.check.judge`` names (either API takes the same options),
-    closed with the container."""
+def judge(settings: Settings, api: str) -> Iterator[OpenAICompatibleClaimJudge | TeiNliClaimJudge]:
+    """The claim judge ``audit.check.judge`` names (``openai`` or ``tei``; either API
+    takes the same options), closed with the container."""
+    from lookup_knowledge.adapters.answer_check import OpenAICompatibleClaimJudge, TeiNliClaimJudge
+
+    judge_type = TeiNliClaimJudge if api == "tei" else OpenAICompatibleClaimJudge
     judge = settings.audit.check.judge
     client = judge_type(
         base_url=judge.base_url,

@@ -16,17 +16,11 @@ from typing import TYPE_CHECKING
 from dependency_injector import containers, providers
 
 from lookup_knowledge.adapters import builders
-from lookup_knowledge.adapters.answer_check import (
-    OpenAICompatibleClaimJudge,
-    SearchChunkText,
-    TeiNliClaimJudge,
-)
 from lookup_knowledge.adapters.audit import (
     AlembicAuditSchema,
     AuditSessionState,
     SqlAuditQueries,
 )
-from lookup_knowledge.adapters.audit.answer_checks import SqlAnswerCheckStore, SqlSessionEvidence
 from lookup_knowledge.adapters.audit.trail import SqlAuditTrail
 from lookup_knowledge.adapters.config import Settings
 from lookup_knowledge.adapters.runtime import (
@@ -35,7 +29,6 @@ from lookup_knowledge.adapters.runtime import (
     SystemClock,
 )
 from lookup_knowledge.application.access_check import CitationAccess
-from lookup_knowledge.application.answer_check import CheckAnswer
 from lookup_knowledge.application.health import CheckHealth
 from lookup_knowledge.application.ingest import IngestDocuments
 from lookup_knowledge.application.lookup import LookupKnowledge
@@ -167,7 +160,7 @@ class Container(containers.DeclarativeContainer):
     session_evidence = providers.Selector(
         providers.Callable(builders.audit_mode, settings),
         sql=providers.Singleton(
-            SqlSessionEvidence,
+            builders.session_evidence,
             audit_engine,
             barrier=providers.Callable(builders.audit_barrier, recorder),
         ),
@@ -175,7 +168,7 @@ class Container(containers.DeclarativeContainer):
     )
     answer_checks = providers.Selector(
         providers.Callable(builders.audit_mode, settings),
-        sql=providers.Singleton(SqlAnswerCheckStore, audit_engine, audit_chain),
+        sql=providers.Singleton(builders.answer_check_store, audit_engine, audit_chain),
         off=providers.Callable(builders.audit_disabled),
     )
     # The tamper-evident trail: verify-log, evidence bundles, prune.
@@ -193,13 +186,13 @@ class Container(containers.DeclarativeContainer):
     claim_judge = providers.Selector(
         providers.Callable(builders.judge_provider, settings),
         none=providers.Object(None),
-        openai=providers.Resource(builders.judge, settings, OpenAICompatibleClaimJudge),
-        tei=providers.Resource(builders.judge, settings, TeiNliClaimJudge),
+        openai=providers.Resource(builders.judge, settings, "openai"),
+        tei=providers.Resource(builders.judge, settings, "tei"),
     )
     # A block's current text by document_id, from the rows of one tenant (or none).
-    chunk_text = providers.Singleton(SearchChunkText, search_when_needed)
+    chunk_text = providers.Singleton(builders.chunk_text, search_when_needed)
     check_answer = providers.Factory(
-        CheckAnswer,
+        builders.check_answer,
         evidence=session_evidence,
         store=answer_checks,
         recorder=recorder,

@@ -31,7 +31,6 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import SQLAlchemyError
 
-from lookup_knowledge.adapters.audit.answer_checks import claim_counts
 from lookup_knowledge.adapters.audit.errors import translate_query
 from lookup_knowledge.adapters.audit.models import invocation_evidence, tool_invocation
 from lookup_knowledge.application.ports import (
@@ -518,6 +517,9 @@ class SqlAuditQueries(AuditQueries):
             return m, at(50), at(95)
 
         m, p50, p95 = self._run("summarising quality", work)
+        # imported here: the answer checks' store imports the answer checker's domain
+        from lookup_knowledge.adapters.audit.answer_checks import claim_counts
+
         claims = self._run("counting checked claims", lambda c: claim_counts(c, time_range))
         n = int(m["n"])
         return QualitySummary(

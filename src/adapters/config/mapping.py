@@ -6,9 +6,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from lookup_knowledge.application.answer_check import AnswerCheckSettings
 from lookup_knowledge.application.lookup import LookupConfig
-from lookup_knowledge.domain.answer_check import CheckThresholds
 from lookup_knowledge.domain.projection import ProjectionBudgets
 from lookup_knowledge.domain.quality import QualityThresholds
 from lookup_knowledge.domain.relevance import RelevanceCalibration
@@ -17,6 +15,7 @@ from lookup_knowledge.domain.reranking import RerankerSettings
 
 if TYPE_CHECKING:
     from lookup_knowledge.adapters.config.settings import Settings
+    from lookup_knowledge.application.answer_check import AnswerCheckSettings
 
 
 def to_lookup_config(settings: Settings) -> LookupConfig:
@@ -63,6 +62,10 @@ def to_lookup_config(settings: Settings) -> LookupConfig:
 
 
 def to_answer_check_settings(settings: Settings) -> AnswerCheckSettings:
+    # imported here: a lookup, which never checks an answer, should not import the checker
+    from lookup_knowledge.application.answer_check import AnswerCheckSettings
+    from lookup_knowledge.domain.answer_check import CheckThresholds
+
     check = settings.audit.check
     return AnswerCheckSettings(
         thresholds=CheckThresholds(

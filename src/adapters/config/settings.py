@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterator, Mapping
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import (
     BaseModel,
@@ -48,11 +48,10 @@ from lookup_knowledge.adapters.config.fields import (
 )
 from lookup_knowledge.adapters.config.files import check_data_dir
 from lookup_knowledge.adapters.config.network import is_loopback
-from lookup_knowledge.application.answer_check import AnswerCheckSettings
 from lookup_knowledge.application.lookup import LookupConfig, PayloadProfile
 from lookup_knowledge.application.ports import JudgeMode
 from lookup_knowledge.domain.access import AccessMode, Principal
-from lookup_knowledge.domain.answer_check import DEFAULT_CITATION_PATTERN
+from lookup_knowledge.domain.citation_marks import DEFAULT_CITATION_PATTERN
 from lookup_knowledge.domain.errors import ConfigurationError, InvalidInputError
 from lookup_knowledge.domain.model import SearchMode
 from lookup_knowledge.domain.redaction import mask_url
@@ -66,6 +65,9 @@ from lookup_knowledge.domain.settings import (
     MAX_RETURN_N,
     RetrievalSettings,
 )
+
+if TYPE_CHECKING:
+    from lookup_knowledge.application.answer_check import AnswerCheckSettings
 
 DEFAULT_DATA_DIR = "./.lookup-knowledge"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

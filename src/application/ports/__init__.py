@@ -16,30 +16,16 @@ Naming rule: a port is named for the role it plays, with no suffix
 (``Embedder``, ``Clock``, ``AuditQueries``); the one exception is
 ``KnowledgeSearchPort``, the name the seed spec gives the search boundary. Adapters
 implement them; tests use fakes that subclass them. Nothing here knows about Milvus,
-SQL, HTTP or any framework. Every name is importable from this package.
+SQL, HTTP or any framework. Every name is importable from this package; the answer
+checker's are imported on first use (PEP 562), since it pulls in the domain's claim and
+fact analysis that a lookup never runs (a cold CLI ``lookup`` is measured against the
+bare import of its heavy dependencies, benchmarks/bench_cold_cli.py).
 """
+
+from typing import TYPE_CHECKING, Any
 
 from lookup_knowledge.application.ports.analysis import (
     TextAnalyzer,
-)
-from lookup_knowledge.application.ports.answer_check import (
-    MAX_OTHER_SESSIONS,
-    AnswerCheck,
-    AnswerCheckFilter,
-    AnswerCheckStore,
-    AnswerCheckSummary,
-    AnswerFormat,
-    CheckedClaim,
-    ClaimCounts,
-    ClaimJudge,
-    CurrentChunkText,
-    JudgeMode,
-    JudgeOpinion,
-    SessionEvidenceReader,
-    ShownBlock,
-    WordStemmer,
-    reread_tenants,
-    summary_of,
 )
 from lookup_knowledge.application.ports.audit_queries import (
     ALL_TRAFFIC,
@@ -108,6 +94,7 @@ from lookup_knowledge.application.ports.ingest import (
     validate_doc_id,
     validate_source_name,
 )
+from lookup_knowledge.application.ports.judging import JudgeMode
 from lookup_knowledge.application.ports.reranking import Reranker
 from lookup_knowledge.application.ports.runtime import (
     Clock,
@@ -125,6 +112,58 @@ from lookup_knowledge.application.ports.search import (
     RankedListSource,
     SearchCapabilities,
 )
+
+if TYPE_CHECKING:
+    from lookup_knowledge.application.ports.answer_check import (
+        MAX_OTHER_SESSIONS,
+        AnswerCheck,
+        AnswerCheckFilter,
+        AnswerCheckStore,
+        AnswerCheckSummary,
+        AnswerFormat,
+        CheckedClaim,
+        ClaimCounts,
+        ClaimJudge,
+        CurrentChunkText,
+        JudgeOpinion,
+        SessionEvidenceReader,
+        ShownBlock,
+        WordStemmer,
+        reread_tenants,
+        summary_of,
+    )
+
+#: Names imported on first use, by the module that holds them.
+_LAZY = {
+    "MAX_OTHER_SESSIONS": "answer_check",
+    "AnswerCheck": "answer_check",
+    "AnswerCheckFilter": "answer_check",
+    "AnswerCheckStore": "answer_check",
+    "AnswerCheckSummary": "answer_check",
+    "AnswerFormat": "answer_check",
+    "CheckedClaim": "answer_check",
+    "ClaimCounts": "answer_check",
+    "ClaimJudge": "answer_check",
+    "CurrentChunkText": "answer_check",
+    "JudgeOpinion": "answer_check",
+    "SessionEvidenceReader": "answer_check",
+    "ShownBlock": "answer_check",
+    "WordStemmer": "answer_check",
+    "reread_tenants": "answer_check",
+    "summary_of": "answer_check",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ALL_TRAFFIC",

@@ -121,14 +121,6 @@ class JudgeOpinion:
     reason: str = ""  # the judge's own words, if it gave any
 
 
-class JudgeMode(StrEnum):
-    """What a judge's opinion may do: be recorded (``signal``), or also turn a
-    ``supported`` verdict into ``contradicted``/``unsupported`` (``veto``)."""
-
-    SIGNAL = "signal"
-    VETO = "veto"
-
-
 class ClaimJudge(ABC):
     """An optional NLI or LLM judge of a claim against its aligned evidence span(s).
     Raises ``JudgeError`` when it cannot answer."""

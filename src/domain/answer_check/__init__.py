@@ -6,7 +6,6 @@ scores lexical coverage; ``verdicts`` applies the rules. Standard library only.
 """
 
 from lookup_knowledge.domain.answer_check.claims import (
-    DEFAULT_CITATION_PATTERN,
     Citation,
     CitationSyntax,
     Claim,
@@ -36,6 +35,7 @@ from lookup_knowledge.domain.answer_check.verdicts import (
     worst_verdict,
 )
 from lookup_knowledge.domain.answer_check.words import Stem, identity_stem
+from lookup_knowledge.domain.citation_marks import DEFAULT_CITATION_PATTERN
 
 __all__ = [
     "CHECKER_VERSION",

@@ -22,8 +22,8 @@ from dataclasses import dataclass, replace
 from lookup_knowledge.domain.answer_check.facts import Fact, extract_facts
 from lookup_knowledge.domain.answer_check.sentences import full_stop_ends_sentence
 from lookup_knowledge.domain.answer_check.words import content_words
+from lookup_knowledge.domain.citation_marks import DEFAULT_CITATION_PATTERN
 
-DEFAULT_CITATION_PATTERN = r"[\[【][ \t]*([^\[\]【】\n]+?)[ \t]*[\]】](?!\()"
 MIN_CONTENT_WORDS = 4
 MAX_QUOTE_CHARS = 2000
 
