@@ -222,3 +222,24 @@ def test_a_lookup_and_the_read_commands_do_not_load_the_evaluation_harness(
         assert "lookup_knowledge.application.lookup" in ours or args[0] == "audit"
         loaded = {n for n in ours if n.startswith("lookup_knowledge.application.evaluation")}
         assert not loaded, f"{' '.join(args)} imported {sorted(loaded)}"
+
+
+def test_a_lookup_does_not_import_the_answer_checker(tmp_path: Path) -> None:
+    # The checker's claim and fact analysis is for `audit check-answer`; a cold lookup
+    # is measured against the bare import of its heavy dependencies (bench_cold_cli.py).
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "pool.md").write_text("# Pool\n\nPgBouncer keeps up to 16 server connections.\n")
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"embedder": {"provider": "hashing"}}))
+    data = str(tmp_path / "data")
+    base = ("--config", str(config), "--data-dir", data)
+    _, _, code, output = _probe(*base, "ingest", str(folder))
+    assert code in (0, None), output
+    modules, ours, code, output = _probe(*base, "lookup", "PgBouncer server connections")
+    assert code in (0, None), output
+    assert "pymilvus" in modules, "the probe sees the lookup's search client"
+    assert "lookup_knowledge.application.lookup.use_case" in ours
+    # (the command module that registers `audit check-answer` is the command line's)
+    checker = sorted(n for n in ours if "answer_check" in n and ".adapters.cli." not in n)
+    assert not checker, f"a lookup imported {checker}"
