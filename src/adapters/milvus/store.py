@@ -103,9 +103,9 @@ def lite_size_notice(rows: int) -> str:
 #: Bytes of rows (strings as UTF-8, vectors as float32) a Milvus Lite collection takes
 #: before ingest flushes it. Lite keeps written rows in memory until a flush and turns
 #: every value of them into a Python object to write them out (``MemTable.flush`` in
-#: milvus-lite 3.2), about three times their size; its own budget is 128 MB of Arrow
+#: milvus-lite 3.2), about four times their size; its own budget is 128 MB of Arrow
 #: buffers, so an ingest of SciFact (9,984 chunks) held all of them and spiked by
-#: ~155 MB in the final flush. 16 MB bounds that spike at ~25 MB whatever the corpus;
+#: ~155 MB in the final flush. 16 MB bounds that spike at ~60 MB whatever the corpus;
 #: each flush writes a segment that Lite compacts in the background
 #: (benchmarks/README.md, "Ingest memory on the whole corpus").
 LITE_FLUSH_BYTES = 16 * 1024 * 1024
