@@ -107,7 +107,7 @@ def lite_size_notice(rows: int) -> str:
 #: buffers, so an ingest of SciFact (9,984 chunks) held all of them and spiked by
 #: ~155 MB in the final flush. 16 MB bounds that spike at ~60 MB whatever the corpus;
 #: each flush writes a segment that Lite compacts in the background
-#: (benchmarks/README.md, "Ingest memory on the whole corpus").
+#: (benchmarks/README.md, "Whole-corpus ingest: Lite flushed every 16 MB of rows").
 LITE_FLUSH_BYTES = 16 * 1024 * 1024
 
 
