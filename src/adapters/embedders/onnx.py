@@ -127,14 +127,34 @@ class _VerifiedRecord:
             temporary.unlink(missing_ok=True)
 
 
+def _shrinking_run_options(onnxruntime: Any) -> Any:
+    """Run options that hand the CPU arena's free regions back after every call.
+
+    ONNX Runtime's arena keeps the regions of the largest call it ever ran, grown in
+    powers of two; on an ingest those stay resident beside the store's own peaks (Milvus
+    Lite's flushes, the indexes' writes at the end). Shrunk after each call, an ingest
+    of the SciFact sample peaks ~40 MB lower at about the same speed (batch-sized calls
+    are allocated once per call either way; benchmarks/README.md, "Ingest memory").
+    The query session keeps its arena: a lookup's call is small and latency counts."""
+    options = onnxruntime.RunOptions()
+    options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+    return options
+
+
 class _Loaded:
     def __init__(
-        self, session: Any, tokenizer: Any, input_names: frozenset[str], pad_id: int
+        self,
+        session: Any,
+        tokenizer: Any,
+        input_names: frozenset[str],
+        pad_id: int,
+        run_options: Any = None,
     ) -> None:
         self.session = session
         self.tokenizer = tokenizer
         self.input_names = input_names
         self.pad_id = pad_id
+        self.run_options = run_options  # None: ONNX Runtime's defaults
 
 
 class OnnxSentenceEmbedder(Embedder):
@@ -259,7 +279,8 @@ class OnnxSentenceEmbedder(Embedder):
         missing = {"input_ids", "attention_mask"} - input_names
         if missing:
             raise EmbeddingError(f"ONNX model {self._model_path} lacks inputs {sorted(missing)}")
-        return _Loaded(session, tokenizer, input_names, pad_id)
+        run_options = None if optimised else _shrinking_run_options(onnxruntime)
+        return _Loaded(session, tokenizer, input_names, pad_id, run_options)
 
     def _tokenizer_now(self) -> tuple[Any, int]:
         with self._lock:
@@ -374,7 +395,7 @@ class OnnxSentenceEmbedder(Embedder):
         if "token_type_ids" in loaded.input_names:
             feeds["token_type_ids"] = types
         try:
-            hidden = loaded.session.run(None, feeds)[0]
+            hidden = loaded.session.run(None, feeds, loaded.run_options)[0]
         except Exception as error:
             raise EmbeddingError(f"embedding with {self._name} failed: {error}") from error
         if hidden.ndim != 3 or hidden.shape[2] != self._dimension:

@@ -84,9 +84,9 @@ def test_minilm_calls_stay_within_the_token_budget_and_match_single_calls(
     session = loaded.session
 
     class _Recording:
-        def run(self, outputs: Any, feeds: dict[str, Any]) -> Any:
+        def run(self, outputs: Any, feeds: dict[str, Any], options: Any = None) -> Any:
             shapes.append(tuple(feeds["input_ids"].shape))
-            return session.run(outputs, feeds)
+            return session.run(outputs, feeds, options)
 
     loaded.session = _Recording()
     vectors = embedder.embed_documents(texts)
@@ -124,6 +124,31 @@ def test_minilm_opens_one_session_for_queries_and_one_for_documents_each_on_firs
     only_queries.load()
     only_queries.embed_query("x")
     assert list(only_queries._sessions) == [True]
+
+
+def test_document_calls_hand_the_arena_back_and_query_calls_keep_it() -> None:
+    """An ingest's batch-sized buffers must not stay resident between calls (they would
+    sit beside the store's own peaks); a lookup's small call keeps its arena warm."""
+    embedder = OnnxMiniLMEmbedder(intra_op_threads=1)
+    passed: dict[bool, Any] = {}
+
+    def recording(optimised: bool, session: Any) -> Any:
+        class _Recording:
+            def run(self, outputs: Any, feeds: Any, options: Any = None) -> Any:
+                passed[optimised] = options
+                return session.run(outputs, feeds, options)
+
+        return _Recording()
+
+    for optimised in (False, True):
+        loaded = embedder._ensure_loaded(documents=not optimised)
+        loaded.session = recording(optimised, loaded.session)
+    embedder.embed_documents(["Restart the Kafka consumer group."])
+    embedder.embed_query("Restart the Kafka consumer group.")
+    shrink = "memory.enable_memory_arena_shrinkage"
+    assert passed[False] is not None
+    assert passed[False].get_run_config_entry(shrink) == "cpu:0"
+    assert passed[True] is None
 
 
 def test_the_document_session_refuses_a_model_file_with_the_wrong_hash(tmp_path: Path) -> None:
