@@ -300,6 +300,16 @@ class DenseIndex(JournalledIndex):
             raise ValueError(f"vectors of {self._dimension} dimensions expected")
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         vectors /= np.where(norms > 0, norms, 1.0)
+        rewritten = self._unchanged(list(latest.values()), vectors)
+        if rewritten.any():
+            latest = {
+                row.key: row
+                for row, same in zip(latest.values(), rewritten, strict=True)
+                if not same
+            }
+            vectors = vectors[~rewritten]
+            if not latest:
+                return
         for row in latest.values():
             old = self._by_key.get(row.key)
             if old is not None:
@@ -310,6 +320,30 @@ class DenseIndex(JournalledIndex):
             )  # fmt: skip
         self._index.add(vectors)
         self._columns = None
+
+    def _unchanged(self, rows: Sequence[DenseRow], vectors: np.ndarray) -> np.ndarray:
+        """Which of ``rows`` the index holds as they are (same vector, document and
+        filter fields). Ingest writes a new document's chunk 0 twice, first marked
+        pending, with the same vector: a second graph node for it would leave a dead one
+        per document and a rebuild of the graph at ``settle``."""
+        same = np.zeros(len(rows), dtype=bool)
+        stored: np.ndarray | None = None
+        for n, row in enumerate(rows):
+            label = self._by_key.get(row.key)
+            if (
+                label is None
+                or self._doc_keys[label] != row.doc_key
+                or self._categories.names[self._category[label]] != row.category
+                or self._tenants.names[self._tenant[label]] != row.tenant
+                or tuple(self._groups.names[g] for g in self._row_groups[label])
+                != tuple(row.allowed_groups)
+                or self._public[label] != bool(row.public)
+            ):
+                continue
+            if stored is None:
+                stored = self._vectors()
+            same[n] = bool(np.array_equal(stored[label], vectors[n]))
+        return same
 
     def _drop_documents(self, doc_keys: Iterable[str], keep: frozenset[str] = frozenset()) -> None:
         for doc_key in dict.fromkeys(doc_keys):

@@ -118,6 +118,31 @@ def test_replace_and_deletes_of_a_reingested_document_reach_the_index(tmp_path: 
     index.close()
 
 
+def test_a_row_written_again_as_it_is_adds_no_graph_node_and_a_changed_one_replaces_it(
+    tmp_path: Path,
+) -> None:
+    """Ingest writes a new document's chunk 0 twice (pending, then final) with the same
+    vector: the second write must not leave a dead node behind for settle to rebuild."""
+    milvus = Milvus()
+    index = open_index(tmp_path / "dense", milvus)
+    acme = {"tenant": "acme", "groups": ["ops"]}
+    index.upsert([row("a.md", 0, axis(0)), row("b.md", 0, axis(1), **acme)])
+    nodes = index._index.ntotal
+    index.upsert([row("a.md", 0, axis(0, 3.0)), row("b.md", 0, axis(1), **acme)])
+    assert index._index.ntotal == nodes, "the same rows again: no new node"
+    index.upsert([row("b.md", 0, axis(1), tenant="acme", groups=["ops", "sre"])])  # ACL changed
+    index.upsert([row("a.md", 0, axis(2))])  # the vector changed
+    assert index._index.ntotal == nodes + 2
+    assert index.count() == 2
+    assert keys(index.search(axis(2), 1, ef=16)) == ["a.md#chunk-0"]
+    assert index.scores(axis(0), ["a.md#chunk-0"]) == {"a.md#chunk-0": pytest.approx(0.0)}
+    sre = AccessScope(AccessMode.ENFORCED, Principal("acme", "u", frozenset({"sre"})))
+    assert keys(index.search(axis(1), 5, ef=16, access=sre)) == [
+        storage_key("acme", "b.md#chunk-0")
+    ]
+    index.close()
+
+
 def test_settle_writes_the_index_and_a_reopen_reads_it_without_milvus(tmp_path: Path) -> None:
     rows = [row(f"d{i}.md", 0, axis(i)) for i in range(6)]
     milvus = Milvus(rows)
