@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from array import array
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -202,7 +203,10 @@ class KnowledgeCollection:
             )
         except DRIVER_ERRORS as error:
             raise translate(error, "read vectors for the dense background", self.where) from error
-        vectors = [(str(row.get(DOC_ID)), [float(x) for x in row.get(DENSE) or ()]) for row in rows]
+        # float32 values, as stored: 4 bytes each instead of a float object (2,000 rows of
+        # 384 dimensions are ~25 MB as lists, at the end of an ingest's seal)
+        vectors = [(str(row.get(DOC_ID)), array("f", row.get(DENSE) or ())) for row in rows]
+        del rows
         return measure_background(vectors)
 
     def require_layout(self) -> CollectionLayout:
