@@ -30,6 +30,7 @@ from lookup_knowledge.adapters.milvus.errors import DRIVER_ERRORS, translate_ing
 from lookup_knowledge.adapters.milvus.filters import all_of, eq, in_list, not_in_list
 from lookup_knowledge.adapters.milvus.fulltext import FullTextIndex
 from lookup_knowledge.adapters.milvus.lite_dense import dense_row, drop_lite_dense, lite_dense
+from lookup_knowledge.adapters.milvus.lite_flush import install as install_lite_flush
 from lookup_knowledge.adapters.milvus.lite_load import load_lite
 from lookup_knowledge.adapters.milvus.rows import (
     bm25_input,
@@ -479,6 +480,8 @@ class MilvusKnowledgeStore(KnowledgeStore):
             return 0
         layout = self._require()
         client = self._client()
+        if self._connection.is_lite:
+            install_lite_flush()  # Lite's flush without a Python object per value
         index = self._collection.fulltext()
         dense = lite_dense(self._collection)
         written = 0
