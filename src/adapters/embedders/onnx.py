@@ -241,6 +241,16 @@ class OnnxSentenceEmbedder(Embedder):
         """Open the query session (what a lookup's first embed would open)."""
         self._ensure_loaded()
 
+    def release_documents(self) -> None:
+        """Drop the documents' session (its weights, its arena): an ingest's seal then
+        peaks without ~150 MB of model beside it. A call still running on it finishes
+        (it holds the session); the next ``embed_documents`` opens it again. With
+        ``optimise_documents`` documents run in the query session, which stays."""
+        if self._optimise_documents:
+            return
+        with self._lock:
+            self._sessions.pop(False, None)
+
     def _ensure_loaded(self, *, documents: bool = False) -> _Loaded:
         optimised = self._optimise_documents or not documents
         loaded = self._sessions.get(optimised)

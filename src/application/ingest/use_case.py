@@ -249,6 +249,8 @@ class IngestDocuments:
         if run.pending:
             self._flush(run)
             run.progress("write")
+        if self._embedder is not None:
+            self._embedder.release_documents()  # every chunk is embedded: not held to seal
         if sync:
             self._sync(source, run, allow_empty_sync)
             run.progress("sync")

