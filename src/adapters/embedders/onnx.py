@@ -242,10 +242,10 @@ class OnnxSentenceEmbedder(Embedder):
         self._ensure_loaded()
 
     def release_documents(self) -> None:
-        """Drop the documents' session (its weights, its arena): an ingest's seal then
-        peaks without ~150 MB of model beside it. A call still running on it finishes
-        (it holds the session); the next ``embed_documents`` opens it again. With
-        ``optimise_documents`` documents run in the query session, which stays."""
+        """Drop the documents' session (its weights, what its arena still holds), so an
+        ingest's seal does not peak with the model beside it. A call still running on it
+        finishes (it holds the session); the next ``embed_documents`` opens it again.
+        With ``optimise_documents`` documents run in the query session, which stays."""
         if self._optimise_documents:
             return
         with self._lock:

@@ -16,11 +16,13 @@ from tests.fakes import FakeClock
 class SealCountingStore(InMemoryKnowledgeBase):
     def __init__(self, events: list[str] | None = None) -> None:
         super().__init__()
-        self.seals = 0
         self.events = events if events is not None else []
 
+    @property
+    def seals(self) -> int:
+        return self.events.count("seal")
+
     def seal(self) -> None:
-        self.seals += 1
         self.events.append("seal")
 
 
