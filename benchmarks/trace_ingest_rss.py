@@ -1,8 +1,9 @@
 """Where an ingest's memory goes: the SciFact ingest as the CLI runs it (malloc arenas
-capped, mmap threshold fixed, audit off), with a thread that reads the process's RSS
-every 0.1 s and, on every new high of 4 MB or more, writes one JSON line with the RSS and
-the stack of the thread doing the work (Milvus Lite's server thread when one holds a
-``milvus_lite`` frame, else the main thread); then the peak (``ru_maxrss``).
+capped, mmap threshold fixed, Arrow on the C library's malloc, audit off), with a thread
+that reads the process's RSS every 0.1 s and, on every new high of 4 MB or more, writes
+one JSON line with the RSS and the stack of the thread doing the work (Milvus Lite's
+server thread when one holds a ``milvus_lite`` frame, else the main thread); then the
+peak (``ru_maxrss``).
 
     .venv/bin/python benchmarks/trace_ingest_rss.py [--embedder hashing] [--docs 0] \\
         [--out trace.jsonl]
@@ -63,10 +64,15 @@ def main() -> None:
 
     from _scifact import open_scifact
 
-    from lookup_knowledge.adapters.cli.memory import fix_mmap_threshold, limit_malloc_arenas
+    from lookup_knowledge.adapters.cli.memory import (
+        fix_mmap_threshold,
+        limit_malloc_arenas,
+        use_system_arrow_pool,
+    )
 
     limit_malloc_arenas()
     fix_mmap_threshold()
+    use_system_arrow_pool()
     out = args.out.open("w", encoding="utf-8") if args.out else sys.stdout
     started, stop = time.perf_counter(), threading.Event()
     tracer = threading.Thread(

@@ -20,13 +20,20 @@ again, so they soon come from the heap, where what they leave between other
 allocations stays resident. ``ingest`` fixes the threshold at 256 KB, which turns the
 raising off (607 -> 581 MB peak on that sample, no slower). A lookup's buffers are small,
 so other commands keep glibc's default; an operator's ``MALLOC_MMAP_THRESHOLD_`` stands.
+
+Milvus Lite keeps its rows in Arrow tables, and Arrow allocates from a pool of its own,
+mimalloc in the wheels we install, which keeps the pages its threads freed for their own
+later use. ``ingest`` has Arrow allocate from the C library instead (the arenas and the
+threshold above then apply to its buffers too): the whole SciFact corpus with rows of
+MiniLM's size peaked ~100 MB lower, 426 against 529 MB (benchmarks/README.md, "Arrow's
+pool"). An operator's ``ARROW_DEFAULT_MEMORY_POOL`` stands.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 
 #: glibc's ``M_ARENA_MAX`` and ``M_MMAP_THRESHOLD`` parameters of ``mallopt`` (malloc.h).
 _M_ARENA_MAX = -8
@@ -57,6 +64,23 @@ def fix_mmap_threshold(
     return _mallopt(_M_MMAP_THRESHOLD, threshold)
 
 
+def use_system_arrow_pool(environ: MutableMapping[str, str] = os.environ) -> bool:
+    """Have Arrow allocate from the C library's malloc; True when that was set.
+
+    Arrow reads ``ARROW_DEFAULT_MEMORY_POOL`` once, when pyarrow is imported: before that
+    the variable is set (every allocation of Arrow's then follows it); after, pyarrow's own
+    default is switched (``pyarrow.set_memory_pool``), which the calls made from Python
+    follow."""
+    if "ARROW_DEFAULT_MEMORY_POOL" in environ:
+        return False
+    pyarrow = sys.modules.get("pyarrow")
+    if pyarrow is None:
+        environ["ARROW_DEFAULT_MEMORY_POOL"] = "system"
+        return True
+    pyarrow.set_memory_pool(pyarrow.system_memory_pool())
+    return True
+
+
 def _mallopt(parameter: int, value: int) -> bool:
     if not sys.platform.startswith("linux"):
         return False
@@ -73,4 +97,10 @@ def _mallopt(parameter: int, value: int) -> bool:
     return bool(mallopt(parameter, value))
 
 
-__all__ = ["ARENAS", "MMAP_THRESHOLD", "fix_mmap_threshold", "limit_malloc_arenas"]
+__all__ = [
+    "ARENAS",
+    "MMAP_THRESHOLD",
+    "fix_mmap_threshold",
+    "limit_malloc_arenas",
+    "use_system_arrow_pool",
+]

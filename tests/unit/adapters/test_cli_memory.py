@@ -1,5 +1,6 @@
 """The CLI caps glibc's malloc arenas before its threads allocate, and ingest fixes its
-mmap threshold; an operator's ``MALLOC_ARENA_MAX`` or ``MALLOC_MMAP_THRESHOLD_`` stands;
+mmap threshold and has Arrow allocate from the C library; an operator's
+``MALLOC_ARENA_MAX``, ``MALLOC_MMAP_THRESHOLD_`` or ``ARROW_DEFAULT_MEMORY_POOL`` stands;
 elsewhere than glibc nothing changes."""
 
 from __future__ import annotations
@@ -11,7 +12,11 @@ import textwrap
 
 import pytest
 
-from lookup_knowledge.adapters.cli.memory import fix_mmap_threshold, limit_malloc_arenas
+from lookup_knowledge.adapters.cli.memory import (
+    fix_mmap_threshold,
+    limit_malloc_arenas,
+    use_system_arrow_pool,
+)
 
 GLIBC = sys.platform.startswith("linux") and bool(os.confstr("CS_GNU_LIBC_VERSION"))
 
@@ -103,3 +108,43 @@ def test_an_operators_mmap_threshold_stands() -> None:
     assert fix_mmap_threshold(environ={"MALLOC_MMAP_THRESHOLD_": "65536"}) is False
     with pytest.raises(ValueError, match="threshold"):
         fix_mmap_threshold(0)
+
+
+# Arrow's pool as pyarrow reports it, with the switch made before pyarrow is imported or
+# after; the pool that allocated a fresh array's buffers is the one in use.
+_ARROW = textwrap.dedent(
+    """
+    import sys
+    from lookup_knowledge.adapters.cli.memory import use_system_arrow_pool
+    if sys.argv[1] == "after":
+        import pyarrow
+    if sys.argv[1] != "never":
+        assert use_system_arrow_pool()
+    import pyarrow
+    before = pyarrow.system_memory_pool().bytes_allocated()
+    held = pyarrow.array(range(100_000), type=pyarrow.int64())
+    grew = pyarrow.system_memory_pool().bytes_allocated() - before
+    print(pyarrow.default_memory_pool().backend_name, grew >= 800_000)
+    """
+)
+
+
+def _arrow_pool(mode: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    out = subprocess.run(
+        [sys.executable, "-c", _ARROW, mode], capture_output=True, text=True, env=env, check=True
+    )
+    return out.stdout.strip()
+
+
+def test_arrow_allocates_from_the_c_library_once_switched_before_or_after_its_import() -> None:
+    if _arrow_pool("never").startswith("system"):
+        pytest.skip("this pyarrow's own pool is the C library's already")
+    assert _arrow_pool("before") == "system True"
+    assert _arrow_pool("after") == "system True"
+
+
+def test_an_operators_arrow_pool_stands() -> None:
+    environ = {"ARROW_DEFAULT_MEMORY_POOL": "jemalloc"}
+    assert use_system_arrow_pool(environ) is False
+    assert environ == {"ARROW_DEFAULT_MEMORY_POOL": "jemalloc"}
