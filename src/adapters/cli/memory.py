@@ -24,9 +24,9 @@ so other commands keep glibc's default; an operator's ``MALLOC_MMAP_THRESHOLD_``
 Milvus Lite keeps its rows in Arrow tables, and Arrow allocates from a pool of its own,
 mimalloc in the wheels we install, which keeps the pages its threads freed for their own
 later use. ``ingest`` has Arrow allocate from the C library instead (the arenas and the
-threshold above then apply to its buffers too): the whole SciFact corpus with rows of
-MiniLM's size peaked ~100 MB lower, 426 against 529 MB (benchmarks/README.md, "Arrow's
-pool"). An operator's ``ARROW_DEFAULT_MEMORY_POOL`` stands.
+threshold above then apply to its buffers too): the whole SciFact ingest with ONNX
+MiniLM peaked at 562 MB instead of 686, 2 % slower (benchmarks/README.md, "Arrow's pool
+for ingest"). An operator's ``ARROW_DEFAULT_MEMORY_POOL`` stands.
 """
 
 from __future__ import annotations
