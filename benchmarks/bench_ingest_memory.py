@@ -93,16 +93,11 @@ def _child_ingest(variant: str, docs: int) -> dict[str, float]:
         _patch_variant(variant)
         os.environ["LOOKUP_KNOWLEDGE_EMBEDDER__MAX_BATCH_TOKENS"] = str(32 * 256)
     if variant == CLI:
-        from lookup_knowledge.adapters.cli.memory import (
-            fix_mmap_threshold,
-            limit_malloc_arenas,
-            use_system_arrow_pool,
-        )
+        from lookup_knowledge.adapters.cli.memory import limit_malloc_arenas, tune_for_ingest
 
         if not limit_malloc_arenas():
             raise SystemExit("cannot cap malloc arenas here (not glibc, or MALLOC_ARENA_MAX set)")
-        fix_mmap_threshold()  # as the ingest command does
-        use_system_arrow_pool()  # likewise (ARROW_DEFAULT_MEMORY_POOL=mimalloc: as before)
+        tune_for_ingest()  # as the ingest command does (ARROW_DEFAULT_MEMORY_POOL=mimalloc: before)
     base, started = _rss_mb(), time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-ingest-memory-") as data_dir:
         app, *_ = open_scifact(

@@ -64,15 +64,10 @@ def main() -> None:
 
     from _scifact import open_scifact
 
-    from lookup_knowledge.adapters.cli.memory import (
-        fix_mmap_threshold,
-        limit_malloc_arenas,
-        use_system_arrow_pool,
-    )
+    from lookup_knowledge.adapters.cli.memory import limit_malloc_arenas, tune_for_ingest
 
     limit_malloc_arenas()
-    fix_mmap_threshold()
-    use_system_arrow_pool()
+    tune_for_ingest()  # as the ingest command does
     out = args.out.open("w", encoding="utf-8") if args.out else sys.stdout
     started, stop = time.perf_counter(), threading.Event()
     tracer = threading.Thread(

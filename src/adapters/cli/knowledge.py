@@ -144,10 +144,9 @@ def ingest(
     if server is not None:
         report = _ingest_through(server, request)
     else:
-        from lookup_knowledge.adapters.cli.memory import fix_mmap_threshold, use_system_arrow_pool
+        from lookup_knowledge.adapters.cli.memory import tune_for_ingest
 
-        fix_mmap_threshold()  # the batches' buffers go back to the system (memory.py)
-        use_system_arrow_pool()  # and so do Lite's Arrow buffers (memory.py)
+        tune_for_ingest()  # batches' and Lite's Arrow buffers go back to the system (memory.py)
         with open_app() as lookup_app:
             report = run_ingest(lookup_app, request)
     _show_ingest(report, as_json=as_json, dry_run=dry_run)

@@ -81,6 +81,13 @@ def use_system_arrow_pool(environ: MutableMapping[str, str] = os.environ) -> boo
     return True
 
 
+def tune_for_ingest() -> None:
+    """What ``ingest`` sets before it opens the store: the fixed mmap threshold and Arrow
+    on the C library's malloc (the benchmarks call this to run the ingest as it does)."""
+    fix_mmap_threshold()
+    use_system_arrow_pool()
+
+
 def _mallopt(parameter: int, value: int) -> bool:
     if not sys.platform.startswith("linux"):
         return False
@@ -102,5 +109,6 @@ __all__ = [
     "MMAP_THRESHOLD",
     "fix_mmap_threshold",
     "limit_malloc_arenas",
+    "tune_for_ingest",
     "use_system_arrow_pool",
 ]

@@ -118,7 +118,10 @@ _ARROW = textwrap.dedent(
     from lookup_knowledge.adapters.cli.memory import use_system_arrow_pool
     if sys.argv[1] == "after":
         import pyarrow
-    if sys.argv[1] != "never":
+    if sys.argv[1] == "ingest":
+        from lookup_knowledge.adapters.cli.memory import tune_for_ingest
+        tune_for_ingest()
+    elif sys.argv[1] != "never":
         assert use_system_arrow_pool()
     import pyarrow
     before = pyarrow.system_memory_pool().bytes_allocated()
@@ -142,6 +145,7 @@ def test_arrow_allocates_from_the_c_library_once_switched_before_or_after_its_im
         pytest.skip("this pyarrow's own pool is the C library's already")
     assert _arrow_pool("before") == "system True"
     assert _arrow_pool("after") == "system True"
+    assert _arrow_pool("ingest") == "system True"  # what the ingest command sets
 
 
 def test_an_operators_arrow_pool_stands() -> None:
