@@ -60,8 +60,10 @@ _FILE = "index.bin"
 EXACT_ROWS = 32_768
 #: Rows a request may see at most this many (and more than ``EXACT_ROWS``): a float16
 #: scan of every row with an exact re-rank and a proof of its top-k (``dense_scan.py``),
-#: as fast as the graph at 100k rows and exact; past it, the graph.
-SCAN_ROWS = 131_072
+#: exact, as fast as the graph at 100k rows and ~33 ms per million rows on one core;
+#: past it, the graph, whose recall@50 on near-uniform vectors was 0.37 at 1M rows
+#: (benchmarks/README.md). Exact evidence is worth the scan's linear cost this far.
+SCAN_ROWS = 2_097_152
 #: ``ef`` is raised by 1/selectivity of the filter, at most this factor.
 MAX_EF_FACTOR = 16
 #: Deleted rows past this share of the graph: ``settle`` rebuilds it from the live rows.
