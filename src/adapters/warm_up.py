@@ -29,6 +29,7 @@ def warm_up(container: Container, *, embedded_search: bool) -> None:
         if embedded_search:
             search: KnowledgeSearchPort = container.search()
             _warm("knowledge search", search.check)
+            _warm("knowledge search's indexes", search.warm)
     finally:
         if loading is not None:
             loading.join()

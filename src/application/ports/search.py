@@ -182,6 +182,10 @@ class KnowledgeSearchPort(ABC):
         but no lookup can find anything. Engines that cannot tell answer False."""
         return False
 
+    def warm(self) -> None:  # noqa: B027 - an optional hook, a no-op unless there is an index
+        """Open now what the first search would open (loaded segments, indexes); raises
+        ``SearchError`` like ``search``. A no-op for an engine with nothing to open."""
+
 
 # --------------------------------------------------------------------------- embedding
 

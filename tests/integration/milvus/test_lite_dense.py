@@ -20,6 +20,7 @@ from lookup_knowledge.adapters.milvus import (
 from lookup_knowledge.adapters.milvus import lite_dense as lite_dense_module
 from lookup_knowledge.adapters.milvus.dense_index import DENSE_DIR, DenseIndex
 from lookup_knowledge.adapters.milvus.filters import in_list
+from lookup_knowledge.adapters.milvus.fulltext import FULLTEXT_DIR
 from lookup_knowledge.adapters.milvus.lite_dense import lite_dense
 from lookup_knowledge.adapters.milvus.lite_point_read import lite_get
 from lookup_knowledge.adapters.milvus.schema import LIGHT_FIELDS, PK, TEXT
@@ -217,3 +218,31 @@ def _by_score(hits: Iterable[tuple[str, float]]) -> list[tuple[float, frozenset[
     for key, score in hits:
         groups.setdefault(round(score, 5), set()).add(key)
     return [(score, frozenset(keys)) for score, keys in sorted(groups.items(), reverse=True)]
+
+
+def test_warm_opens_the_indexes_beside_the_file_and_makes_none_for_a_collection_not_ingested(
+    collection: str, kb: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    lite_uri = str(tmp_path / "warm.db")
+    connection = MilvusConnection(lite_uri, timeout_s=30.0)
+    try:
+        MilvusKnowledgeSearch(connection, collection="never_ingested").warm()
+        assert not (Path(lite_uri) / DENSE_DIR / "never_ingested").exists()
+        assert not (Path(lite_uri) / FULLTEXT_DIR / "never_ingested").exists()
+        store = MilvusKnowledgeStore(connection, collection=collection)
+        _ingest(store).execute(FileDocumentSource(kb), sync=True)
+        root = _index(store).root
+    finally:
+        connection.close()
+
+    connection = MilvusConnection(lite_uri, timeout_s=30.0)  # a process starting afresh
+    try:
+        search = MilvusKnowledgeSearch(connection, collection=collection)
+        search.warm()
+        (root / "index.bin").unlink()  # read by the warm-up: the lookup needs it no more
+        with caplog.at_level("WARNING"):
+            found = set(_dense(search, "kafka consumer lag", top_k=200))
+        assert found == _all_keys(MilvusKnowledgeStore(connection, collection=collection))
+        assert "rebuilding" not in caplog.text
+    finally:
+        connection.close()

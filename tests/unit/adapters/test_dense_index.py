@@ -16,7 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lookup_knowledge.adapters.milvus import dense_index as dense_index_module
 from lookup_knowledge.adapters.milvus.dense_index import DenseIndex, DenseRow
+from lookup_knowledge.adapters.milvus.dense_scan import Scan
 from lookup_knowledge.domain.access import (
     AccessMode,
     AccessScope,
@@ -159,6 +161,44 @@ def test_settle_writes_the_index_and_a_reopen_reads_it_without_milvus(tmp_path: 
     assert "d0.md#chunk-0" not in keys(reopened.search(axis(0), 10, ef=16))
     assert len(milvus.reads) == reads  # nothing re-read: the file matched the collection
     reopened.close()
+
+
+def test_warm_reads_the_file_and_codes_the_rows_for_the_scan_before_the_first_search(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    coded: list[int] = []
+
+    class CountingScan(Scan):
+        def extend(self, vectors: np.ndarray) -> None:
+            before = self.rows
+            super().extend(vectors)
+            coded.append(self.rows - before)
+
+    monkeypatch.setattr(dense_index_module, "Scan", CountingScan)
+    rng = np.random.default_rng(3)
+    rows = [row(f"d{i}.md", 0, rng.standard_normal(DIM).tolist()) for i in range(40)]
+    milvus = Milvus(rows)
+    root = tmp_path / "dense"
+    index = open_index(root, milvus)
+    index.upsert(rows)
+    index.settle()
+    index.close()
+    reads = len(milvus.reads)
+
+    small = open_index(root, milvus, exact_rows=40, scan_rows=1000)
+    small.warm()  # every row is scored exactly: nothing to code
+    assert coded == []
+    small.close()
+
+    warmed = open_index(root, milvus, exact_rows=10, scan_rows=1000)
+    warmed.warm()
+    assert coded == [40]
+    (root / "index.bin").unlink()  # what the first search would read is already held
+    query = rng.standard_normal(DIM).tolist()
+    assert keys(warmed.search(query, 5, ef=16)) == keys(warmed.exact(query, 5))
+    assert coded == [40, 0]  # the search coded nothing more
+    assert len(milvus.reads) == reads  # and nothing was rebuilt from Milvus
+    warmed.close()
 
 
 def test_a_journal_left_by_a_crash_is_replayed_from_milvus_on_open(tmp_path: Path) -> None:
