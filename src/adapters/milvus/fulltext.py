@@ -155,6 +155,7 @@ class FullTextIndex(JournalledIndex):
         self._heap = heap_bytes
         self._lock = threading.RLock()
         self._index: Any = None
+        self._ready = False  # opened, and rebuilt or repaired as the open found it
         self._schema: Any = None
         self._writer: Any = None
         self._searcher: Any = None
@@ -185,11 +186,18 @@ class FullTextIndex(JournalledIndex):
         self._files.replace(tmp, self._root / _META)
 
     def _ensure_open(self) -> None:
-        if self._index is not None and not self._needs_repair:
+        # ``_ready``, not ``_index``: the index is set before the open's rebuild reads
+        # every row, and a search let through then would see part of them.
+        if self._ready and not self._needs_repair:
             return
         with self._lock:
             if self._index is None:
-                self._open()
+                try:
+                    self._open()
+                except BaseException:  # a later call opens (and rebuilds) again
+                    self._index = self._searcher = None
+                    raise
+            self._ready = True
             if self._needs_repair:
                 self._repair(self._pending.doc_keys())
 
@@ -458,6 +466,7 @@ class FullTextIndex(JournalledIndex):
         with self._lock:
             writer, self._writer = self._writer, None
             self._index = self._searcher = None
+            self._ready = False
         if writer is not None:
             with contextlib.suppress(ValueError):
                 writer.wait_merging_threads()

@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import cast
 
@@ -187,6 +188,33 @@ def test_an_index_that_does_not_match_the_collection_is_rebuilt_from_milvus(
     assert reopened.count() == len(milvus.rows)
     assert keys(reopened.search("gamma", 10)) == (["c.md#chunk-0"] if damage == "count" else [])
     reopened.close()
+
+
+def test_a_search_during_the_rebuild_on_open_waits_for_every_row(tmp_path: Path) -> None:
+    rows = [row(f"d{i}.md", 0, "alpha") for i in range(30)]
+    reading, go_on = threading.Event(), threading.Event()
+
+    class SlowMilvus(Milvus):
+        def read(self, doc_keys: Sequence[str] | None) -> Iterator[FullTextRow]:
+            for n, found in enumerate(super().read(doc_keys)):
+                if n == 10:  # a third of the rows read: let the other thread search now
+                    reading.set()
+                    go_on.wait(5)
+                yield found
+
+    index = open_index(tmp_path / "ft", SlowMilvus(rows))  # no index yet: rebuilt on open
+    warming = threading.Thread(target=index.count)  # what the warm-up does
+    warming.start()
+    assert reading.wait(5)
+    found: list[list[dict[str, object]]] = []
+    searching = threading.Thread(target=lambda: found.append(index.search("alpha", 100)))
+    searching.start()
+    searching.join(0.3)
+    go_on.set()
+    warming.join(5)
+    searching.join(5)
+    assert len(keys(found[0])) == len(rows)  # not the third read when it asked
+    index.close()
 
 
 def test_a_write_that_failed_is_repaired_before_the_next_search(tmp_path: Path) -> None:
