@@ -28,16 +28,19 @@ def warm_up(container: Container, *, embedded_search: bool) -> None:
             loading.start()
         if embedded_search:
             search: KnowledgeSearchPort = container.search()
-            _warm("knowledge search", search.check)
-            _warm("knowledge search's indexes", search.warm)
+            if _warm("knowledge search", search.check):
+                _warm("knowledge search's indexes", search.warm)
     finally:
         if loading is not None:
             loading.join()
 
 
-def _warm(what: str, open_it: Callable[[], object]) -> None:
+def _warm(what: str, open_it: Callable[[], object]) -> bool:
+    """True when ``open_it`` returned."""
     try:
         open_it()
     except Exception as error:  # noqa: BLE001 - a warm-up never fails the caller or its thread
         # The lookup (or health()) meets it again and reports it where the caller looks.
         _LOG.info("warm-up: the %s could not be opened (%s)", what, error)
+        return False
+    return True

@@ -38,6 +38,7 @@ class CheckedSearch(FakeSearch):
     def __init__(self, rows: Sequence[object], fail: bool = False) -> None:
         super().__init__(list(rows))  # type: ignore[arg-type]
         self.checks: list[str] = []
+        self.warms: list[str] = []
         self.fail = fail
 
     def check(self) -> str:
@@ -45,6 +46,9 @@ class CheckedSearch(FakeSearch):
         if self.fail:
             raise SearchUnavailable("the Lite file is in use")
         return super().check()
+
+    def warm(self) -> None:
+        self.warms.append(threading.current_thread().name)
 
 
 def _container(tmp_path: Path, **overrides: object) -> tuple[Container, object]:
@@ -63,6 +67,7 @@ def test_warm_loads_the_model_in_a_thread_while_the_embedded_store_opens(tmp_pat
         app.warm()
         assert embedder.loads == ["lookup-knowledge-warm"]
         assert search.checks == [threading.current_thread().name]
+        assert search.warms == search.checks  # its indexes opened, after the check
         assert app.lookup("anything", session_id="s", mode="dense")["found"]
 
 
@@ -76,7 +81,7 @@ def test_a_milvus_server_is_left_to_the_first_lookup(tmp_path: Path) -> None:
     with create_app(settings, container=container) as app:  # type: ignore[arg-type]
         app.warm()
     assert embedder.loads == ["lookup-knowledge-warm"]
-    assert search.checks == []
+    assert search.checks == search.warms == []
 
 
 def test_what_cannot_be_opened_is_logged_not_raised(
@@ -84,12 +89,14 @@ def test_what_cannot_be_opened_is_logged_not_raised(
 ) -> None:
     container, settings = _container(tmp_path)
     container.embedder.override(CountingEmbedder(fail=True))
-    container.search.override(CheckedSearch([], fail=True))
+    failing = CheckedSearch([], fail=True)
+    container.search.override(failing)
     with (
         caplog.at_level(logging.INFO, logger="lookup_knowledge.adapters.api"),
         create_app(settings, container=container) as app,  # type: ignore[arg-type]
     ):
         app.warm()
+        assert failing.warms == []  # a store that cannot be reached is not opened further
         result = app.lookup_result("anything", session_id="s", mode="dense")
     assert result.status is InvocationStatus.NO_EVIDENCE  # the lookup runs as without it
     logged = [r.getMessage() for r in caplog.records]

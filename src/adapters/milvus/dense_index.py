@@ -549,12 +549,14 @@ class DenseIndex(JournalledIndex):
             return {self._keys[int(n)]: float(s) for n, s in zip(labels, found, strict=True)}
 
     def warm(self) -> None:
-        """Open the index now (read, repaired or rebuilt as a search would) and, when more
-        rows than ``exact_rows`` are live, code them for the scan: what the first search
-        would otherwise pay (~2 s at 100k rows, most of it reading the file)."""
+        """Open the index now (read, repaired or rebuilt as a search would) and, when an
+        unfiltered search would scan (more live rows than ``exact_rows``, at most
+        ``scan_rows``), code them for it: what the first search would otherwise pay
+        (~2 s at 100k rows, most of it reading the file)."""
+        one_thread()
         self._ensure_open()
         with self._lock:
-            if len(self._by_key) > self._exact_rows:
+            if self._exact_rows < len(self._by_key) <= self._scan_rows:
                 self._scan_codes()
 
     def _scan_codes(self) -> Scan:

@@ -189,6 +189,10 @@ def test_warm_reads_the_file_and_codes_the_rows_for_the_scan_before_the_first_se
     small.warm()  # every row is scored exactly: nothing to code
     assert coded == []
     small.close()
+    large = open_index(root, milvus, exact_rows=10, scan_rows=20)
+    large.warm()  # the graph answers an unfiltered search: nothing to code yet
+    assert coded == []
+    large.close()
 
     warmed = open_index(root, milvus, exact_rows=10, scan_rows=1000)
     warmed.warm()
