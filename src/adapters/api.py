@@ -261,7 +261,7 @@ class LookupApp:
         """Open what the first lookup would open, so it pays neither: the embedding model
         (in a background thread) and, meanwhile, an embedded search store (the Milvus Lite
         file, its collection loaded and the dense and full-text indexes beside it opened:
-        ~0.4 s together on the sample corpus, ~3 s at 100,000 chunks; a Milvus server is
+        ~0.4 s together on the sample corpus, 1.5-1.6 s at 100,000 chunks; a Milvus server is
         connected by the first lookup as before). ``background``: return at once and warm in a daemon
         thread (a server at startup; a lookup that comes first waits only for what it
         needs; ``close`` waits for it). What cannot be opened is logged (INFO) and left
