@@ -132,7 +132,11 @@ class DenseIndex(JournalledIndex):
             return
         with self._lock:
             if not self._opened:
-                self._open()
+                try:
+                    self._open()
+                except BaseException:  # let go of the part read or rebuilt:
+                    self.close()  # a later call opens (and rebuilds) again
+                    raise
             if self._needs_repair:
                 self._repair(self._pending.doc_keys())
 

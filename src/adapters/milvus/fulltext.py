@@ -194,8 +194,8 @@ class FullTextIndex(JournalledIndex):
             if self._index is None:
                 try:
                     self._open()
-                except BaseException:  # a later call opens (and rebuilds) again
-                    self._index = self._searcher = None
+                except BaseException:  # let go of the half-built index and its writer:
+                    self.close()  # a later call opens (and rebuilds) again
                     raise
             self._ready = True
             if self._needs_repair:

@@ -8,7 +8,7 @@ import json
 import logging
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -203,6 +203,27 @@ def test_warm_reads_the_file_and_codes_the_rows_for_the_scan_before_the_first_se
     assert coded == [40, 0]  # the search coded nothing more
     assert len(milvus.reads) == reads  # and nothing was rebuilt from Milvus
     warmed.close()
+
+
+def test_an_open_whose_rebuild_failed_is_opened_and_rebuilt_again_by_the_next_call(
+    tmp_path: Path,
+) -> None:
+    rows = [row(f"d{i}.md", 0, axis(i)) for i in range(30)]
+    failures = [RuntimeError("Milvus went away mid-read")]
+
+    class FlakyMilvus(Milvus):
+        def read(self, doc_keys: Sequence[str] | None) -> Iterator[DenseRow]:
+            for n, found in enumerate(super().read(doc_keys)):
+                if n == 10 and failures:
+                    raise failures.pop()
+                yield found
+
+    index = open_index(tmp_path / "dense", FlakyMilvus(rows))  # no file: rebuilt on open
+    with pytest.raises(RuntimeError, match="mid-read"):
+        index.count()
+    assert index.count() == len(rows)  # not the ten read before the failure
+    assert len(index.search(axis(0), 100, ef=64)) == len(rows)
+    index.close()
 
 
 def test_a_journal_left_by_a_crash_is_replayed_from_milvus_on_open(tmp_path: Path) -> None:

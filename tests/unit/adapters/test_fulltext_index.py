@@ -217,6 +217,28 @@ def test_a_search_during_the_rebuild_on_open_waits_for_every_row(tmp_path: Path)
     index.close()
 
 
+def test_an_open_whose_rebuild_failed_is_opened_and_rebuilt_again_by_the_next_call(
+    tmp_path: Path,
+) -> None:
+    rows = [row(f"d{i}.md", 0, "alpha") for i in range(30)]
+    failures = [RuntimeError("Milvus went away mid-read")]
+
+    class FlakyMilvus(Milvus):
+        def read(self, doc_keys: Sequence[str] | None) -> Iterator[FullTextRow]:
+            for n, found in enumerate(super().read(doc_keys)):
+                if n == 10 and failures:
+                    raise failures.pop()
+                yield found
+
+    index = open_index(tmp_path / "ft", FlakyMilvus(rows))  # no index yet: rebuilt on open
+    with pytest.raises(RuntimeError, match="mid-read"):
+        index.search("alpha", 100)
+    assert len(keys(index.search("alpha", 100))) == len(rows)
+    index.upsert([row("new.md", 0, "alpha")])  # the writer is the new index's
+    assert len(keys(index.search("alpha", 100))) == len(rows) + 1
+    index.close()
+
+
 def test_a_write_that_failed_is_repaired_before_the_next_search(tmp_path: Path) -> None:
     milvus = Milvus([row("a.md", 0, "old")])
     index = open_index(tmp_path / "ft", milvus)
