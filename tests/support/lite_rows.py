@@ -19,14 +19,25 @@ R = TypeVar("R", bound=_Row)
 
 
 class RowsInMilvus(Generic[R]):
-    def __init__(self, rows: Sequence[R] = ()) -> None:
+    """``fail_after``: the first read raises after yielding that many rows (a connection
+    lost mid-read); later reads succeed."""
+
+    def __init__(self, rows: Sequence[R] = (), *, fail_after: int | None = None) -> None:
         self.rows = {r.key: r for r in rows}
         self.reads: list[Sequence[str] | None] = []
+        self._fail_after = fail_after
 
     def read(self, doc_keys: Sequence[str] | None) -> Iterator[R]:
         self.reads.append(doc_keys)
         wanted = None if doc_keys is None else set(doc_keys)
-        return iter([r for r in self.rows.values() if wanted is None or r.doc_key in wanted])
+        found = [r for r in self.rows.values() if wanted is None or r.doc_key in wanted]
+        fail_after, self._fail_after = self._fail_after, None
+        return iter(found) if fail_after is None else _failing(found, fail_after)
 
     def count(self) -> int:
         return len(self.rows)
+
+
+def _failing(rows: Sequence[R], after: int) -> Iterator[R]:
+    yield from rows[:after]
+    raise RuntimeError("Milvus went away mid-read")

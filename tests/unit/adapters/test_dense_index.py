@@ -8,7 +8,7 @@ import json
 import logging
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -209,16 +209,8 @@ def test_an_open_whose_rebuild_failed_is_opened_and_rebuilt_again_by_the_next_ca
     tmp_path: Path,
 ) -> None:
     rows = [row(f"d{i}.md", 0, axis(i)) for i in range(30)]
-    failures = [RuntimeError("Milvus went away mid-read")]
 
-    class FlakyMilvus(Milvus):
-        def read(self, doc_keys: Sequence[str] | None) -> Iterator[DenseRow]:
-            for n, found in enumerate(super().read(doc_keys)):
-                if n == 10 and failures:
-                    raise failures.pop()
-                yield found
-
-    index = open_index(tmp_path / "dense", FlakyMilvus(rows))  # no file: rebuilt on open
+    index = open_index(tmp_path / "dense", Milvus(rows, fail_after=10))  # no file: rebuilt on open
     with pytest.raises(RuntimeError, match="mid-read"):
         index.count()
     assert index.count() == len(rows)  # not the ten read before the failure

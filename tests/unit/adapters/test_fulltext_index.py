@@ -221,16 +221,10 @@ def test_an_open_whose_rebuild_failed_is_opened_and_rebuilt_again_by_the_next_ca
     tmp_path: Path,
 ) -> None:
     rows = [row(f"d{i}.md", 0, "alpha") for i in range(30)]
-    failures = [RuntimeError("Milvus went away mid-read")]
 
-    class FlakyMilvus(Milvus):
-        def read(self, doc_keys: Sequence[str] | None) -> Iterator[FullTextRow]:
-            for n, found in enumerate(super().read(doc_keys)):
-                if n == 10 and failures:
-                    raise failures.pop()
-                yield found
-
-    index = open_index(tmp_path / "ft", FlakyMilvus(rows))  # no index yet: rebuilt on open
+    index = open_index(
+        tmp_path / "ft", Milvus(rows, fail_after=10)
+    )  # no index yet: rebuilt on open
     with pytest.raises(RuntimeError, match="mid-read"):
         index.search("alpha", 100)
     assert len(keys(index.search("alpha", 100))) == len(rows)
