@@ -343,9 +343,8 @@ class MilvusKnowledgeSearch(KnowledgeSearchPort, RankedListSource):
                 return [{PK: key, "distance": score} for key, score in found.items()]
         elif (index := self._collection.fulltext()) is not None:
             with index_failures("full-text", self._collection.where):
-                return index.search(
-                    query.terms, len(keys), query.where, access=query.access, keys=keys
-                )
+                scored = index.scores(query.terms, keys, query.where, access=query.access)
+            return [{PK: key, "distance": score} for key, score in scored.items()]
         only = replace(
             query,
             expression=all_of([query.expression, in_list(PK, keys)]),

@@ -93,7 +93,10 @@ def test_bm25_ranks_by_term_statistics_and_filters_exactly(tmp_path: Path) -> No
     index.close()
 
 
-def test_bm25_of_named_rows_is_their_score_in_the_full_ranking(tmp_path: Path) -> None:
+@pytest.mark.parametrize("padding", [0, 300], ids=["a few keys", "past the term clauses"])
+def test_bm25_of_named_rows_is_their_score_in_the_full_ranking(
+    tmp_path: Path, padding: int
+) -> None:
     milvus = Milvus()
     index = open_index(tmp_path / "ft", milvus)
     rows = [row(f"d{n}.md", 0, "kafka lag " + "filler " * n) for n in range(12)]
@@ -103,13 +106,14 @@ def test_bm25_of_named_rows_is_their_score_in_the_full_ranking(tmp_path: Path) -
     everything = {
         str(h["evidence_key"]): float(str(h["distance"])) for h in index.search("kafka lag", 50)
     }
+    unknown = [f"none{n}.md#chunk-0" for n in range(padding)]
     named = ["d11.md#chunk-0", "d3.md#chunk-0", "other.md#chunk-0", "missing.md#chunk-0"]
-    got = index.search("kafka lag", len(named), keys=named)
-    assert {str(h["evidence_key"]): float(str(h["distance"])) for h in got} == pytest.approx(
+    assert index.scores("kafka lag", [*unknown, *named, "d3.md#chunk-0"]) == pytest.approx(
         {key: everything[key] for key in ("d11.md#chunk-0", "d3.md#chunk-0")}
     )  # other.md holds no query term; missing.md is no row
-    assert index.search("kafka lag", 5, keys=[]) == []
-    assert keys(index.search("kafka lag", 5, {"category": "billing"}, keys=named)) == []
+    assert index.scores("kafka lag", []) == {}
+    assert index.scores("", named) == {}
+    assert index.scores("kafka lag", [*unknown, *named], {"category": "billing"}) == {}
     index.close()
 
 
