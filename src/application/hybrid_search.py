@@ -116,9 +116,9 @@ class HybridSearch:
             max(self._settings.hybrid_candidates or limit * (group or 1), limit)
         )
         lists = self._source.ranked_lists(request, limit=per_list, group_size=None)
-        fused = fuse(lists, self._settings)
         if group is None:
-            return self._completed(request, fused[:limit])
+            return self._completed(request, fuse(lists, self._settings, limit=limit))
+        fused = fuse(lists, self._settings)
         return self._completed(request, group_by_document(fused, document_of, limit, group))
 
     def _completed(
@@ -175,10 +175,13 @@ class HybridSearch:
             limit = self._settings.capped(limit * 4)
 
 
-def fuse(lists: Sequence[RankedList], settings: FusionSettings) -> list[KnowledgeSearchHit]:
+def fuse(
+    lists: Sequence[RankedList], settings: FusionSettings, *, limit: int | None = None
+) -> list[KnowledgeSearchHit]:
     """The lists fused into one ranking (RRF, or the weighted formula), each hit with the
-    raw score of every list that found it. A hit without an id cannot be matched across
-    lists and is left out; the first list's copy of a hit is the one kept."""
+    raw score of every list that found it; with ``limit``, its first ``limit`` hits only
+    (the others are not rebuilt). A hit without an id cannot be matched across lists and
+    is left out; the first list's copy of a hit is the one kept."""
     first: dict[str, KnowledgeSearchHit] = {}
     ranked: list[list[str]] = []
     scores: list[dict[str, float]] = []
@@ -200,6 +203,8 @@ def fuse(lists: Sequence[RankedList], settings: FusionSettings) -> list[Knowledg
         order = [(f.key, f.score) for f in reciprocal_rank_fusion(ranked, settings.rrf_k)]
     else:
         order = weighted_score_fusion(ranked, scores, kinds, settings.weights)
+    if limit is not None:
+        order = order[: max(limit, 0)]
     return [
         replace(
             first[key],

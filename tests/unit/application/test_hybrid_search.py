@@ -7,8 +7,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from lookup_knowledge.application.hybrid_search import FusionSettings, HybridSearch
+from lookup_knowledge.application.hybrid_search import FusionSettings, HybridSearch, fuse
 from lookup_knowledge.application.ports import (
     KnowledgeSearchHit,
     KnowledgeSearchRequest,
@@ -214,3 +216,21 @@ def test_an_engine_that_cannot_score_leaves_the_hits_as_fused() -> None:
         "a#chunk-0": ((ScoreKind.COSINE, 0.9),),
         "c#chunk-0": ((ScoreKind.BM25, 3.0),),
     }
+
+
+_LISTS = st.lists(st.tuples(st.integers(0, 12), st.floats(0.0, 10.0, allow_nan=False)), max_size=15)
+
+
+@given(dense=_LISTS, sparse=_LISTS, limit=st.integers(0, 30), weighted=st.booleans())
+def test_a_fusion_cut_to_a_limit_is_the_head_of_the_whole_fusion(
+    dense: list[tuple[int, float]],
+    sparse: list[tuple[int, float]],
+    limit: int,
+    weighted: bool,
+) -> None:
+    lists = tuple(
+        RankedList(mode, tuple(hit(f"d{n}#chunk-0", score, mode) for n, score in each))
+        for mode, each in ((SearchMode.DENSE, dense), (SearchMode.SPARSE, sparse))
+    )
+    settings = FusionSettings(weights=(0.3, 0.7) if weighted else None)
+    assert fuse(lists, settings, limit=limit) == fuse(lists, settings)[:limit]
