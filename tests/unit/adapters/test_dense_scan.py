@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import faiss
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lookup_knowledge.adapters.milvus.dense_scan import Scan, error_bound, exact_top
+from lookup_knowledge.adapters.milvus import dense_scan
+from lookup_knowledge.adapters.milvus.dense_scan import SPLIT_ROWS, Scan, error_bound, exact_top
 
 DIM = 16
 
@@ -32,17 +34,25 @@ def expected(
     return [int(ids[i]) for i in np.argsort(-scores, kind="stable")[:want]]
 
 
-@settings(max_examples=80, deadline=None)
+@pytest.fixture(autouse=True)
+def two_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Split scans split on a machine of one core too."""
+    monkeypatch.setattr(dense_scan, "_cores", lambda: 4)
+
+
+@settings(max_examples=120, deadline=None)
 @given(
     rows=st.integers(1, 400),
     want=st.integers(1, 60),
     share=st.sampled_from([None, 0.05, 0.5, 0.95]),
     clustered=st.booleans(),
+    split_rows=st.sampled_from([SPLIT_ROWS, 1, 7, 90]),
     seed=st.integers(0, 2**32 - 1),
 )
 def test_the_scanned_top_k_is_the_exact_top_k_of_the_rows_the_mask_allows(
-    rows: int, want: int, share: float | None, clustered: bool, seed: int
+    rows: int, want: int, share: float | None, clustered: bool, split_rows: int, seed: int
 ) -> None:
+    """Whole, or split into label ranges scanned at once (a few rows a range here)."""
     rng = np.random.default_rng(seed)
     if clustered:  # near-duplicates around a few centres: scores tied within float16's error
         centres = rng.standard_normal((3, DIM))
@@ -54,7 +64,7 @@ def test_the_scanned_top_k_is_the_exact_top_k_of_the_rows_the_mask_allows(
     visible = rows if mask is None else int(mask.sum())
     if visible == 0:
         return
-    scan = Scan(DIM)
+    scan = Scan(DIM, split_rows=split_rows)
     scan.extend(vectors[: rows // 2])
     scan.extend(vectors)  # appended rows are coded too, each once
     assert scan.rows == rows
