@@ -108,6 +108,8 @@ class KnowledgeCollection:
         self._dense_index: tuple[str, dict[str, Any]] | None = None
         self._loaded = False
         self._lock = threading.Lock()
+        #: One load at a time: the warm-up and a first request both find it unloaded.
+        self._load_lock = threading.Lock()
         self._measured: DenseBackground | None = None
         self._measured_known = False
 
@@ -320,9 +322,15 @@ class KnowledgeCollection:
                 raise translate(error, "read rows for an index beside Lite", self.where) from error
 
     def ensure_loaded(self) -> None:
-        """Load the collection into memory once (a reopened Lite file starts released)."""
+        """Load the collection into memory once (a reopened Lite file starts released);
+        a caller that finds a load under way waits for it instead of loading again."""
         if self._loaded:
             return
+        with self._load_lock:
+            if not self._loaded:
+                self._load()
+
+    def _load(self) -> None:
         client = self.connection.client()
         timeout = self.connection.timeout_s
         try:

@@ -1,0 +1,60 @@
+"""``KnowledgeCollection.ensure_loaded``: the collection is loaded once, however many
+callers find it unloaded at the same time (the warm-up and a first request)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from lookup_knowledge.adapters.milvus.collection import KnowledgeCollection
+
+
+class SlowLoadClient:
+    """A server whose collection starts released and takes a while to load."""
+
+    def __init__(self) -> None:
+        self.loads = 0
+        self.loaded = False
+
+    def get_load_state(self, name: str, timeout: float) -> dict[str, Any]:
+        return {"state": "Loaded" if self.loaded else "NotLoad"}
+
+    def load_collection(self, name: str, timeout: float) -> None:
+        self.loads += 1
+        time.sleep(0.2)
+        self.loaded = True
+
+
+class Connection:
+    is_lite = False
+    timeout_s = 5.0
+    uri = "http://milvus.test:19530"
+
+    def __init__(self, client: SlowLoadClient) -> None:
+        self._client = client
+
+    def client(self) -> SlowLoadClient:
+        return self._client
+
+
+def test_callers_that_find_the_collection_unloaded_together_load_it_once() -> None:
+    client = SlowLoadClient()
+    collection = KnowledgeCollection(Connection(client), "docs")  # type: ignore[arg-type]
+    start = threading.Barrier(4)
+
+    def first_request() -> None:
+        start.wait()
+        collection.ensure_loaded()
+
+    callers = [threading.Thread(target=first_request) for _ in range(4)]
+    for each in callers:
+        each.start()
+    for each in callers:
+        each.join()
+    assert client.loads == 1
+    collection.ensure_loaded()
+    assert client.loads == 1
+    collection.invalidate()  # what was cached is stale: asked again, not loaded again
+    collection.ensure_loaded()
+    assert client.loads == 1
