@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from lookup_knowledge.adapters.milvus.collection import KnowledgeCollection
@@ -47,11 +48,9 @@ def test_callers_that_find_the_collection_unloaded_together_load_it_once() -> No
         start.wait()
         collection.ensure_loaded()
 
-    callers = [threading.Thread(target=first_request) for _ in range(4)]
-    for each in callers:
-        each.start()
-    for each in callers:
-        each.join()
+    with ThreadPoolExecutor(max_workers=4) as callers:
+        for done in [callers.submit(first_request) for _ in range(4)]:
+            done.result()
     assert client.loads == 1
     collection.ensure_loaded()
     assert client.loads == 1
