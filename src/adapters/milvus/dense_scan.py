@@ -23,9 +23,11 @@ reads the merged list as it read the single scan's.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
@@ -53,7 +55,8 @@ def _cores() -> int:
 
 def _workers() -> ThreadPoolExecutor:
     """The threads that scan the ranges past the first (the caller scans that one);
-    shared by every index of the process, made on first use."""
+    shared by every index of the process, made on first use (again in a forked child,
+    which inherits the pool but not its threads)."""
     global _pool
     with _pool_lock:
         if _pool is None:
@@ -63,6 +66,45 @@ def _workers() -> ThreadPoolExecutor:
                 initializer=one_thread,
             )
         return _pool
+
+
+def _forget_workers() -> None:
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_workers)
+
+
+class _Ranges:
+    """The ranges one split scan handed to the workers. ``close`` returns once none of
+    them runs and lets none start after it: what they read (the codes, the filter's
+    bitmap) may change or be freed once the scan returns, and a range can be queued
+    without being handed back (``submit`` queues before it starts a thread, which can
+    fail)."""
+
+    def __init__(self) -> None:
+        self._state = threading.Condition()
+        self._running = 0
+        self._closed = False
+
+    def run(self, scan: Callable[[], Any]) -> Any:
+        with self._state:
+            if self._closed:
+                return None
+            self._running += 1
+        try:
+            return scan()
+        finally:
+            with self._state:
+                self._running -= 1
+                self._state.notify_all()
+
+    def close(self) -> None:
+        with self._state:
+            self._closed = True
+            self._state.wait_for(lambda: self._running == 0)
 
 
 def error_bound(dimension: int) -> float:
@@ -158,18 +200,23 @@ class Scan:
                 selector = faiss.IDSelectorAnd(allowed, selector)
                 keep.append(selector)
             params.append(faiss.SearchParameters(sel=selector))
+        ranges = _Ranges()
         pending: list[Future[Any]] = []
         try:
-            for each in params[1:]:
-                pending.append(_workers().submit(self._codes.search, one, fetch, params=each))
-        except RuntimeError:  # the interpreter is shutting down: no new threads
-            wait(pending)
-            return self._whole(one, fetch, allowed)
-        try:
-            first = self._codes.search(one, fetch, params=params[0])
-        finally:  # FAISS reads the selectors in ``keep`` until every range is scanned
-            wait(pending)
-        results = [first, *(each.result() for each in pending)]
+            try:
+                for each in params[1:]:
+                    scan = functools.partial(self._codes.search, one, fetch, params=each)
+                    pending.append(_workers().submit(ranges.run, scan))
+            except RuntimeError:  # no thread for a range: shutting down, or none could start
+                ranges.close()
+                return self._whole(one, fetch, allowed)
+            try:
+                first = self._codes.search(one, fetch, params=params[0])
+            finally:
+                wait(pending)  # not closed yet: each range handed back has run
+            results = [first, *(each.result() for each in pending)]
+        finally:  # FAISS reads the selectors in ``keep`` until no range runs
+            ranges.close()
         coded = np.concatenate([scores[0] for scores, _labels in results])
         labels = np.concatenate([found[0] for _scores, found in results])
         found = labels >= 0
