@@ -170,15 +170,13 @@ class Scan:
         faiss = faiss_module()
         parts = max(1, min(_cores(), MAX_PARTS, self.rows // max(self._split_rows, 1)))
         allowed = None
-        keep: list[Any] = []  # the selectors FAISS reads, alive until every scan is done
-        if mask is not None:
+        if mask is not None:  # ``packed`` is what the selector reads: alive until we return
             packed = np.packbits(mask, bitorder="little")
             allowed = faiss.IDSelectorBitmap(len(mask), faiss.swig_ptr(packed))
-            keep += [packed, allowed]
         one = query.reshape(1, -1)
         if parts == 1:
             return self._whole(one, fetch, allowed)
-        return self._split(one, fetch, allowed, parts, keep)
+        return self._split(one, fetch, allowed, parts)
 
     def _whole(self, one: np.ndarray, fetch: int, allowed: Any) -> tuple[np.ndarray, np.ndarray]:
         params = None if allowed is None else faiss_module().SearchParameters(sel=allowed)
@@ -187,18 +185,19 @@ class Scan:
         return coded[0][found], labels[0][found]
 
     def _split(
-        self, one: np.ndarray, fetch: int, allowed: Any, parts: int, keep: list[Any]
+        self, one: np.ndarray, fetch: int, allowed: Any, parts: int
     ) -> tuple[np.ndarray, np.ndarray]:
         faiss = faiss_module()
         rows = self.rows
         bounds = [rows * n // parts for n in range(parts + 1)]
+        selectors: list[Any] = []  # what FAISS reads, held here until no range runs
         params: list[Any] = []
         for low, high in itertools.pairwise(bounds):
             selector: Any = faiss.IDSelectorRange(low, high)
-            keep.append(selector)
+            selectors.append(selector)
             if allowed is not None:
                 selector = faiss.IDSelectorAnd(allowed, selector)
-                keep.append(selector)
+                selectors.append(selector)
             params.append(faiss.SearchParameters(sel=selector))
         ranges = _Ranges()
         pending: list[Future[Any]] = []
@@ -215,7 +214,7 @@ class Scan:
             finally:
                 wait(pending)  # not closed yet: each range handed back has run
             results = [first, *(each.result() for each in pending)]
-        finally:  # FAISS reads the selectors in ``keep`` until no range runs
+        finally:  # after it, no range reads ``selectors`` or the codes
             ranges.close()
         coded = np.concatenate([scores[0] for scores, _labels in results])
         labels = np.concatenate([found[0] for _scores, found in results])

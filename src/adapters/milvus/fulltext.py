@@ -455,9 +455,9 @@ class FullTextIndex(JournalledIndex):
         """Rows whose ``field`` holds one of ``values``: a term query each for a short
         list (the case of a lookup: its hits' keys, a principal's groups), tantivy's
         term-set query past ``_TERM_CLAUSES``. The term-set query marks its matches in a
-        bitset over the whole index before the intersection starts, 0.2 ms at 5,000 rows
-        whatever the list's length; the term queries cost by the list (0.08 ms for 15
-        keys, even with a term-set query at ~500; benchmarks/README.md)."""
+        bitset over the whole index before the intersection starts, ~0.2 ms at 5,000 rows
+        whatever the list's length; term queries cost by the list (0.08 ms for 15 keys)
+        and catch up with it at several hundred (benchmarks/README.md)."""
         import tantivy
 
         schema = self._schema
