@@ -3,9 +3,9 @@
 What ``SqlToolInvocationRecorder.record`` does before the journal's write and fsync:
 clean the record (``clean_invocation``) and encode its journal line (``encode``). Both
 versions run in this process, interleaved, on the same records (5 evidence blocks with
-~1 KB of shown text each, ~10 KB of retrieval details, as a real lookup records them):
-the code before is the module text at a git revision (``--before``, default the commit
-before the change), loaded from ``git show``. Prints the medians of CPU time per record
+~1 KB of shown text each, ~15 KB of retrieval details with a rerank trace, as a real
+lookup records them): the code before is the module text at a git revision
+(``--before``, default the commit before the change), loaded from ``git show``. Prints the medians of CPU time per record
 and their ratio; no database, no disk.
 
     .venv/bin/python benchmarks/bench_record_path.py [--before 835e24c] [--rounds 7]
@@ -66,6 +66,28 @@ def realistic(n: int) -> ToolInvocation:
             {"document_id": f"doc-{i}#chunk-0", "score": 0.5 + i / 100} for i in range(20)
         ],
     }
+    # What the post-processor's trace holds for each of the 20 candidates (~5 KB, ~60
+    # containers): the shape a SciFact lookup records.
+    details["rerankTrace"] = [
+        {
+            "document_id": f"doc-{i}#chunk-0",
+            "relevance": 0.33 - i / 100,
+            "strength": 0.02 - i / 2000,
+            "finalScore": 0.33 - i / 100,
+            "rankBefore": i + 1,
+            "rankAfter": i + 1,
+            "adjustments": [
+                {
+                    "rule": "relevance",
+                    "weight": 1.0,
+                    "contribution": 0.33 - i / 100,
+                    "detail": f"cosine score {0.33 - i / 100:.6f}",
+                }
+            ],
+            "outcome": "returned" if i < 5 else "cut",
+        }
+        for i in range(20)
+    ]
     return replace(
         record,
         retrieval_details=details,

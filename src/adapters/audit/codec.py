@@ -83,10 +83,11 @@ def clean_json(value: object, depth: int = 0) -> Any:
 
 
 _PLAIN = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
-_PLAIN |= orjson.OPT_PASSTHROUGH_SUBCLASS
-_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
-_OPENERS = bytes.maketrans(b"[]", b"{}")
-_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"{}[]")
+_PLAIN |= orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_INDENT_2
+# orjson's indented text puts every value of a non-empty container on a line of its own,
+# two spaces a level in; a string's newline is escaped, so a newline starts a line only
+# there. A value inside more than ``_MAX_DEPTH`` containers starts a line with this.
+_TOO_DEEP = b"\n" + b"  " * (_MAX_DEPTH + 1)
 
 
 def _refuse(value: object) -> object:
@@ -104,7 +105,7 @@ def clean_details(details: dict[str, Any]) -> Any:
         out = orjson.dumps(details, option=_PLAIN, default=_refuse)
     except (orjson.JSONEncodeError, TypeError):
         return clean_json(details)
-    if b"\\u0000" in out or _nesting(out) > _MAX_DEPTH:
+    if b"\\u0000" in out or too_deep(out):
         return clean_json(details)
     copy = orjson.loads(out)
     if copy != details:  # an enum (orjson writes its value, the rules its str()) ...
@@ -112,23 +113,11 @@ def clean_details(details: dict[str, Any]) -> Any:
     return copy
 
 
-def _nesting(out: bytes) -> int:
-    """How deep the containers of orjson's text ``out`` nest (at least; exactly when
-    there are fewer than ``_MAX_DEPTH`` brackets): strings left out, innermost pairs
-    removed level by level."""
-    brackets = out.translate(None, _NOT_BRACKETS)
-    if len(brackets) // 2 <= _MAX_DEPTH:
-        return len(brackets) // 2
-    # With no quote inside a string, every quote delimits one: what lies between the
-    # strings, joined (C speed); else the strings are found by their grammar.
-    plain = b'\\"' not in out
-    structure = b"".join(out.split(b'"')[::2]) if plain else _JSON_STRING.sub(b"", out)
-    brackets = structure.translate(_OPENERS, _NOT_BRACKETS)
-    depth = 0
-    while brackets and depth <= _MAX_DEPTH:
-        brackets = brackets.replace(b"{}", b"")
-        depth += 1
-    return depth
+def too_deep(out: bytes) -> bool:
+    """Whether orjson's indented text ``out`` (``OPT_INDENT_2``) holds a value more than
+    ``_MAX_DEPTH`` containers down (which ``clean_json`` turns into text): one substring
+    search, where counting the brackets outside the strings took a split at every quote."""
+    return _TOO_DEEP in out
 
 
 def _utc(at: datetime) -> datetime:

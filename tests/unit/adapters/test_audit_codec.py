@@ -20,7 +20,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lookup_knowledge.adapters.audit.codec import _nesting as _nesting
 from lookup_knowledge.adapters.audit.codec import (
     ascii_json,
     clean_details,
@@ -28,6 +27,7 @@ from lookup_knowledge.adapters.audit.codec import (
     clean_json,
     clean_text,
     json_bytes,
+    too_deep,
 )
 from lookup_knowledge.adapters.audit.journal_format import checksum, decode_bound, encode
 from lookup_knowledge.application.ports import EvidenceRecord, ToolInvocation, validate_invocation
@@ -135,17 +135,19 @@ def test_deep_details_with_quotes_and_brackets_in_their_texts_are_cut_by_their_d
     details = [quoted, details]
     wrapped = {"d": details}
     assert exactly(clean_details(wrapped)) == exactly(clean_json(wrapped))
-    # The text's count is the value's depth (both sides of the limit): no walk is needed
-    # for a value within it, and none beyond it is kept.
-    assert (_nesting(orjson.dumps(wrapped)) > 64) == (depth_of(wrapped) > 64)
+    # The indented text tells the depth of the deepest value (both sides of the limit):
+    # no walk is needed for a value within it, and none beyond it is kept.
+    indented = orjson.dumps(wrapped, option=orjson.OPT_INDENT_2)
+    assert too_deep(indented) == (deepest(wrapped) > 64)
 
 
-def depth_of(value: object) -> int:
-    if isinstance(value, dict):
-        return 1 + max((depth_of(v) for v in value.values()), default=0)
-    if isinstance(value, list):
-        return 1 + max((depth_of(v) for v in value), default=0)
-    return 0
+def deepest(value: object, depth: int = 0) -> int:
+    """How many containers down the deepest value of ``value`` lies (``clean_json``'s
+    depth: the top is 0, an empty container adds nothing below it)."""
+    children = value.values() if isinstance(value, dict) else value
+    if isinstance(value, dict | list):
+        return max((deepest(v, depth + 1) for v in children), default=depth)
+    return depth
 
 
 class Colour(Enum):
