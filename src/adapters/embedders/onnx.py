@@ -44,6 +44,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from lookup_knowledge.adapters.cpus import usable_cores
 from lookup_knowledge.application.ports import Embedder, EmbedderIdentity
 from lookup_knowledge.domain.batching import token_bounded_batches
 from lookup_knowledge.domain.errors import EmbeddingError
@@ -72,12 +73,9 @@ def file_sha256(path: Path) -> str:
 def default_threads() -> int:
     """Intra-op threads when none is configured: the cores this process may use, less
     one for the search and the audit writer that run right after an embed (at least
-    one). ONNX Runtime's own default takes every core."""
-    try:
-        cores = len(os.sched_getaffinity(0))  # honours taskset/cgroup cpusets
-    except (AttributeError, OSError):  # not on Linux
-        cores = os.cpu_count() or 1
-    return max(1, cores - 1)
+    one), a cgroup CPU quota counted (``adapters.cpus``). ONNX Runtime's own default
+    takes every core."""
+    return max(1, usable_cores() - 1)
 
 
 def _file_key(path: Path) -> dict[str, object]:

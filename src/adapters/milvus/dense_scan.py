@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from lookup_knowledge.adapters.cpus import usable_cores
 from lookup_knowledge.adapters.milvus.dense_rows import faiss_module
 
 #: Codes taken per requested hit before the exact re-rank.
@@ -47,10 +48,7 @@ _pool: ThreadPoolExecutor | None = None
 
 
 def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not on Linux
-        return os.cpu_count() or 1
+    return usable_cores()  # the affinity, capped by a cgroup CPU quota
 
 
 def _workers() -> ThreadPoolExecutor:

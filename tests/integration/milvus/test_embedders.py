@@ -273,6 +273,7 @@ def test_onnx_sessions_do_not_spin_and_leave_a_core_by_default(
 ) -> None:
     import onnxruntime
 
+    from lookup_knowledge.adapters import cpus
     from lookup_knowledge.adapters.embedders import onnx
 
     embedder = OnnxMiniLMEmbedder()
@@ -280,12 +281,15 @@ def test_onnx_sessions_do_not_spin_and_leave_a_core_by_default(
     assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
     assert options.get_session_config_entry("session.inter_op.allow_spinning") == "0"
     assert options.intra_op_num_threads == embedder.threads == onnx.default_threads()
+    monkeypatch.setattr(cpus, "quota_cores", lambda: None)
     monkeypatch.setattr(onnx.os, "sched_getaffinity", lambda _pid: {0, 1})
     assert onnx.default_threads() == 1
     monkeypatch.setattr(onnx.os, "sched_getaffinity", lambda _pid: {0})
     assert onnx.default_threads() == 1
     monkeypatch.setattr(onnx.os, "sched_getaffinity", lambda _pid: set(range(8)))
     assert onnx.default_threads() == 7
+    monkeypatch.setattr(cpus, "quota_cores", lambda: 3)  # a container's CPU quota
+    assert onnx.default_threads() == 2
     assert OnnxMiniLMEmbedder(intra_op_threads=3).threads == 3
     with pytest.raises(EmbeddingError, match="intra_op_threads"):
         OnnxMiniLMEmbedder(intra_op_threads=-1)
