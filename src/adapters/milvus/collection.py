@@ -110,6 +110,8 @@ class KnowledgeCollection:
         self._lock = threading.Lock()
         #: One load at a time: the warm-up and a first request both find it unloaded.
         self._load_lock = threading.Lock()
+        #: Counts ``invalidate`` calls: a load that saw one while it ran is not trusted.
+        self._generation = 0
         self._measured: DenseBackground | None = None
         self._measured_known = False
 
@@ -123,6 +125,7 @@ class KnowledgeCollection:
             self._dense_index = None
             self._loaded = False
             self._measured_known = False
+            self._generation += 1
 
     def exists(self) -> bool:
         client = self.connection.client()
@@ -331,6 +334,8 @@ class KnowledgeCollection:
                 self._load()
 
     def _load(self) -> None:
+        with self._lock:
+            generation = self._generation
         client = self.connection.client()
         timeout = self.connection.timeout_s
         try:
@@ -348,4 +353,5 @@ class KnowledgeCollection:
                     client.load_collection(self.name, timeout=max(timeout, 120.0))
         except DRIVER_ERRORS as error:
             raise translate(error, "load_collection", self.where) from error
-        self._loaded = True
+        with self._lock:  # an invalidate meanwhile (the collection dropped, released):
+            self._loaded = self._generation == generation  # the next call asks again
