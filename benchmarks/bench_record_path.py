@@ -5,8 +5,8 @@ clean the record (``clean_invocation``) and encode its journal line (``encode``)
 versions run in this process, interleaved, on the same records (5 evidence blocks with
 ~1 KB of shown text each, ~15 KB of retrieval details with a rerank trace, as a real
 lookup records them): the code before is the module text at a git revision
-(``--before``, default the commit before the change), loaded from ``git show``. Prints the medians of CPU time per record
-and their ratio; no database, no disk.
+(``--before``, default the commit before the change), loaded from ``git show``. Prints
+the medians of CPU time per record and their ratio; no database, no disk.
 
     .venv/bin/python benchmarks/bench_record_path.py [--before 835e24c] [--rounds 7]
 """

@@ -39,10 +39,9 @@ def quota_cores() -> int | None:
     """The cgroup CPU quota of this process in cores, rounded up; None: none set, or not
     readable here."""
     try:
-        membership = PROC_CGROUP.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        return cgroup_quota(PROC_CGROUP.read_text(encoding="utf-8", errors="replace"), CGROUP_ROOT)
+    except (OSError, ValueError):  # not Linux, no /proc, a folder this process may not read
         return None
-    return cgroup_quota(membership, CGROUP_ROOT)
 
 
 def cgroup_quota(membership: str, root: Path) -> int | None:
@@ -58,11 +57,23 @@ def cgroup_quota(membership: str, root: Path) -> int | None:
         if not controllers:  # v2: one unified hierarchy
             limits += _along(root, relative, _v2_limit)
         elif "cpu" in controllers.split(","):  # v1: the cpu controller's own mount
-            for mount in (root / controllers, root / "cpu", root / "cpu,cpuacct"):
-                if mount.is_dir():
-                    limits += _along(mount, relative, _v1_limit)
-                    break
+            mount = _v1_mount(root, controllers)
+            if mount is not None:
+                limits += _along(mount, relative, _v1_limit)
     return min(limits) if limits else None
+
+
+def _v1_mount(root: Path, controllers: str) -> Path | None:
+    """The v1 folder the cpu controller is mounted at: named as the membership names
+    its controllers, or any folder of ``root`` whose name lists ``cpu`` (``cpu``,
+    ``cpu,cpuacct``, ``cpuacct,cpu``)."""
+    named = root / controllers
+    if named.is_dir():
+        return named
+    for mount in sorted(root.iterdir()) if root.is_dir() else ():
+        if "cpu" in mount.name.split(",") and mount.is_dir():
+            return mount
+    return None
 
 
 def _along(mount: Path, relative: str, read: Callable[[Path], int | None]) -> list[int]:
@@ -79,10 +90,8 @@ def _along(mount: Path, relative: str, read: Callable[[Path], int | None]) -> li
 
 
 def _v2_limit(folder: Path) -> int | None:
-    fields = _read(folder / "cpu.max").split()
-    if len(fields) != 2 or fields[0] == "max":
-        return None
-    return _cores(fields[0], fields[1])
+    fields = _read(folder / "cpu.max").split()  # "max 100000": no quota
+    return _cores(fields[0], fields[1]) if len(fields) == 2 else None
 
 
 def _v1_limit(folder: Path) -> int | None:

@@ -86,3 +86,34 @@ def test_an_unreadable_membership_means_no_quota(
         assert cpus.quota_cores() is None
     finally:
         cpus.quota_cores.cache_clear()
+
+
+@pytest.mark.parametrize("mount", ["cpu", "cpuacct,cpu"])
+def test_a_v1_cpu_controller_is_found_under_the_name_it_is_mounted_at(
+    tmp_path: Path, mount: str
+) -> None:
+    write(tmp_path / mount / "cpu.cfs_quota_us", "200000")
+    write(tmp_path / mount / "cpu.cfs_period_us", "100000")
+    write(tmp_path / "cpuacct" / "cpuacct.usage", "0")
+    assert cgroup_quota("3:cpu,cpuacct:/\n", tmp_path) == 2
+
+
+def test_a_cgroup_folder_this_process_may_not_read_means_no_quota(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    membership = tmp_path / "cgroup"
+    membership.write_text("3:cpu,cpuacct:/\n")
+    monkeypatch.setattr(cpus, "PROC_CGROUP", membership)
+    monkeypatch.setattr(cpus, "CGROUP_ROOT", tmp_path / "root")
+
+    def denied(self: Path, *args: object, **kwargs: object) -> object:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "stat", denied)
+    monkeypatch.setattr(Path, "iterdir", denied)
+    cpus.quota_cores.cache_clear()
+    try:
+        assert cpus.quota_cores() is None
+        assert cpus.usable_cores() >= 1
+    finally:
+        cpus.quota_cores.cache_clear()
