@@ -110,7 +110,7 @@ class KnowledgeCollection:
         self._lock = threading.Lock()
         #: One load at a time: the warm-up and a first request both find it unloaded.
         self._load_lock = threading.Lock()
-        #: Counts ``invalidate`` calls: a load that saw one while it ran is not trusted.
+        #: Counts ``invalidate`` calls: an answer that one overtook is not cached.
         self._generation = 0
         self._measured: DenseBackground | None = None
         self._measured_known = False
@@ -139,6 +139,7 @@ class KnowledgeCollection:
         cached = self._layout
         if cached is not None:
             return cached
+        generation = self._generation_now()
         if not self.exists():
             self.invalidate()  # dropped by another process: nothing cached holds
             return None
@@ -148,8 +149,7 @@ class KnowledgeCollection:
         except DRIVER_ERRORS as error:
             raise translate(error, "describe_collection", self.where) from error
         layout = read_layout(description, where=self.where)
-        with self._lock:
-            self._layout = layout
+        self._keep(generation, _layout=layout)
         return layout
 
     def dense_index(self) -> tuple[str, dict[str, Any]]:
@@ -158,6 +158,7 @@ class KnowledgeCollection:
         cached = self._dense_index
         if cached is not None:
             return cached
+        generation = self._generation_now()
         layout = self.layout()
         found: tuple[str, dict[str, Any]] = ("", {})
         if layout is not None and layout.has_dense:
@@ -173,8 +174,7 @@ class KnowledgeCollection:
             created = dict(layout.dense_index or {})
             kind = str(created.pop("type", "") or found[0]).upper()
             found = (found[0] or kind, {**created, **found[1]})
-        with self._lock:
-            self._dense_index = found
+        self._keep(generation, _dense_index=found)
         return found
 
     def background(self) -> DenseBackground | None:
@@ -186,9 +186,10 @@ class KnowledgeCollection:
         if layout.dense_background is not None:
             return layout.dense_background
         if not self._measured_known:
+            generation = self._generation_now()
             measured = self.measure_background()
-            with self._lock:
-                self._measured, self._measured_known = measured, True
+            self._keep(generation, _measured=measured, _measured_known=True)
+            return measured
         return self._measured
 
     def measure_background(self) -> DenseBackground | None:
@@ -334,8 +335,7 @@ class KnowledgeCollection:
                 self._load()
 
     def _load(self) -> None:
-        with self._lock:
-            generation = self._generation
+        generation = self._generation_now()
         client = self.connection.client()
         timeout = self.connection.timeout_s
         try:
@@ -353,5 +353,17 @@ class KnowledgeCollection:
                     client.load_collection(self.name, timeout=max(timeout, 120.0))
         except DRIVER_ERRORS as error:
             raise translate(error, "load_collection", self.where) from error
-        with self._lock:  # an invalidate meanwhile (the collection dropped, released):
-            self._loaded = self._generation == generation  # the next call asks again
+        self._keep(generation, _loaded=True)
+
+    def _generation_now(self) -> int:
+        with self._lock:
+            return self._generation
+
+    def _keep(self, generation: int, **values: object) -> None:
+        """Cache what the server answered, unless an ``invalidate`` came since
+        ``generation`` (the collection dropped or released meanwhile): the answer may be
+        stale, and the next call asks again."""
+        with self._lock:
+            if self._generation == generation:
+                for name, value in values.items():
+                    setattr(self, name, value)

@@ -1,6 +1,6 @@
 """``KnowledgeCollection.ensure_loaded``: the collection is loaded once, however many
 callers find it unloaded at the same time (the warm-up and a first request), and a load
-that an ``invalidate`` overtook is not taken as done."""
+that an ``invalidate`` overtook is not taken as done, nor a layout it overtook cached."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import pytest
+
+from lookup_knowledge.adapters.milvus import collection as collection_module
 from lookup_knowledge.adapters.milvus.collection import KnowledgeCollection
 
 
@@ -88,3 +91,32 @@ def test_an_invalidate_during_a_load_makes_the_next_call_load_again() -> None:
     assert client.loaded
     collection.ensure_loaded()
     assert client.loads == 2
+
+
+class DroppedWhileDescribedClient:
+    """A collection dropped and made again by another process while this one describes
+    it: the first description is stale by the time it arrives."""
+
+    def __init__(self) -> None:
+        self.described = 0
+        self.collection: KnowledgeCollection | None = None
+
+    def has_collection(self, name: str, timeout: float) -> bool:
+        return True
+
+    def describe_collection(self, name: str, timeout: float) -> dict[str, Any]:
+        self.described += 1
+        if self.described == 1 and self.collection is not None:
+            self.collection.invalidate()  # what another caller's error does
+        return {"described": self.described}
+
+
+def test_a_layout_an_invalidate_overtook_is_not_cached(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(collection_module, "read_layout", lambda description, where: description)
+    client = DroppedWhileDescribedClient()
+    collection = KnowledgeCollection(Connection(client), "docs")  # type: ignore[arg-type]
+    client.collection = collection
+    assert collection.layout() == {"described": 1}  # answered, not kept
+    assert collection.layout() == {"described": 2}
+    assert collection.layout() == {"described": 2}  # kept now
+    assert client.described == 2
