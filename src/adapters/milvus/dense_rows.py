@@ -63,6 +63,13 @@ class Codes:
             self.names.append(name)
         return found
 
+    def codes(self, names: Sequence[str]) -> list[int]:
+        """The code of each of ``names``; new ones are coded in the order they first
+        come, as ``code`` one by one would."""
+        for name in dict.fromkeys(names):
+            self.code(name)
+        return list(map(self._ids.__getitem__, names))
+
     def find(self, name: str) -> int:
         return self._ids.get(name, -1)
 

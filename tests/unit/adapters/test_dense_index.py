@@ -402,3 +402,54 @@ def test_the_filtered_top_k_equals_exact_search_over_the_rows_the_filter_allows(
         index.close()
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+NAMES = st.sampled_from(["", "ops", "hr", "数据", "a,b"])
+FILE_ROWS = st.lists(
+    st.tuples(
+        st.sampled_from([f"k{i}" for i in range(12)]),  # keys repeat: replaced rows
+        st.sampled_from(["d1", "d2", "d3", "t\x1fd1"]),
+        NAMES,
+        NAMES,
+        st.lists(NAMES, max_size=3),
+        st.booleans(),
+        st.booleans(),
+    ).map(list),
+    max_size=30,
+)
+
+
+def columns(index: DenseIndex) -> dict[str, object]:
+    return {
+        "keys": index._keys,
+        "doc_keys": index._doc_keys,
+        "categories": (index._categories.names, index._category),
+        "tenants": (index._tenants.names, index._tenant),
+        "groups": (index._groups.names, index._row_groups),
+        "public": index._public,
+        "live": index._live,
+        "by_key": index._by_key,
+        "by_doc": index._by_doc,
+    }
+
+
+@given(FILE_ROWS)
+def test_the_rows_read_from_the_file_a_column_at_a_time_are_those_made_row_by_row(
+    rows: list[list[object]],
+) -> None:
+    milvus = Milvus()
+    by_column = open_index(Path("/nonexistent"), milvus)
+    by_row = open_index(Path("/nonexistent"), milvus)
+    by_column._columns_from(rows)
+    for fields in rows:
+        by_row._append(*fields)  # type: ignore[arg-type]
+    assert columns(by_column) == columns(by_row)
+
+
+@pytest.mark.parametrize(
+    "rows", [[["k", "d", "", "", [], False]], [["k", "d", "", "", [], False, True], ["k"]], {}]
+)
+def test_a_file_whose_rows_are_malformed_is_refused(rows: object) -> None:
+    index = open_index(Path("/nonexistent"), Milvus())
+    with pytest.raises((ValueError, TypeError)):
+        index._columns_from(rows)  # type: ignore[arg-type]
