@@ -21,7 +21,6 @@ layout and the rules are in docs/operations.md.
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import math
 import os
@@ -52,7 +51,9 @@ from lookup_knowledge.domain.access import UNRESTRICTED, AccessScope
 logger = logging.getLogger(__name__)
 
 #: Format of ``index.bin``: another value is rebuilt from Milvus.
-FORMAT = 1
+#: 2: the rows' fields as columns, the names as codes (1: a list of rows of names).
+FORMAT = 2
+READ_FORMATS = (1, 2)
 _MAGIC = b"LKDENSE\x00"
 _FILE = "index.bin"
 #: Rows a request may see at most this many: the top-k is computed exactly over them
@@ -119,7 +120,8 @@ class DenseIndex(JournalledIndex):
         self._public: list[bool] = []
         self._live: list[bool] = []
         self._by_key: dict[str, int] = {}
-        self._by_doc: dict[str, set[int]] = {}
+        #: The live labels of each document; None: not made yet (``_docs``).
+        self._by_doc: dict[str, set[int]] | None = {}
         self._columns: dict[str, Any] | None = None  # numpy views, rebuilt after a write
         self._scan: Scan | None = None  # float16 codes of the rows, made on first use
 
@@ -173,7 +175,7 @@ class DenseIndex(JournalledIndex):
                 (size,) = struct.unpack("<Q", handle.read(8))
                 header = orjson.loads(handle.read(size))
                 if (
-                    header.get("format") != FORMAT
+                    header.get("format") not in READ_FORMATS
                     or header.get("dimension") != self._dimension
                     or header.get("params") != self._params
                 ):
@@ -182,7 +184,10 @@ class DenseIndex(JournalledIndex):
                 index = faiss.read_index(faiss.PyCallbackIOReader(handle.read))
             self._reset()
             self._index = index
-            self._columns_from(header["rows"])
+            if header["format"] == FORMAT:
+                self._columns_of(header["columns"])
+            else:  # written before the columns: a list of rows
+                self._columns_from(header["rows"])
             if index.ntotal != len(self._keys):
                 raise ValueError(f"{index.ntotal} vectors for {len(self._keys)} rows")
         except (ValueError, KeyError, TypeError, struct.error, RuntimeError) as error:
@@ -230,20 +235,9 @@ class DenseIndex(JournalledIndex):
             "format": FORMAT,
             "dimension": self._dimension,
             "params": self._params,
-            "rows": [
-                [
-                    self._keys[i],
-                    self._doc_keys[i],
-                    self._categories.names[self._category[i]],
-                    self._tenants.names[self._tenant[i]],
-                    [self._groups.names[g] for g in self._row_groups[i]],
-                    self._public[i],
-                    self._live[i],
-                ]
-                for i in range(len(self._keys))
-            ],
+            "columns": self._stored_columns(),
         }
-        encoded = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        encoded = orjson.dumps(header)
         tmp = self._root / (_FILE + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as handle:
@@ -278,7 +272,45 @@ class DenseIndex(JournalledIndex):
         self._live.append(bool(live))
         if live:
             self._by_key[key] = label
-            self._by_doc.setdefault(doc_key, set()).add(label)
+            self._docs().setdefault(doc_key, set()).add(label)
+
+    def _stored_columns(self) -> dict[str, Any]:
+        """What the file keeps of the rows (``_columns_of`` reads it back)."""
+        return {
+            "key": self._keys,
+            "docKey": self._doc_keys,
+            "categoryNames": self._categories.names,
+            "category": self._category,
+            "tenantNames": self._tenants.names,
+            "tenant": self._tenant,
+            "groupNames": self._groups.names,
+            "groups": self._row_groups,
+            "public": self._public,
+            "live": self._live,
+        }
+
+    def _columns_of(self, columns: dict[str, Any]) -> None:
+        """The row columns as ``_write`` stored them; ``ValueError`` / ``TypeError`` /
+        ``KeyError`` when they are not the columns of one set of rows."""
+        keys, doc_keys = columns["key"], columns["docKey"]
+        category, tenant, groups = columns["category"], columns["tenant"], columns["groups"]
+        public, live = columns["public"], columns["live"]
+        fields = (keys, doc_keys, category, tenant, groups, public, live)
+        if not all(type(field) is list for field in fields):
+            raise TypeError("a column is not a list")
+        if len({len(field) for field in fields}) != 1:
+            raise ValueError("columns of different lengths")
+        self._categories = Codes.of(columns["categoryNames"], category)
+        self._tenants = Codes.of(columns["tenantNames"], tenant)
+        self._groups = Codes.of(columns["groupNames"], itertools.chain.from_iterable(groups))
+        if not set(map(type, itertools.chain(keys, doc_keys))) <= {str}:
+            raise TypeError("a key is not a string")
+        self._keys, self._doc_keys = keys, doc_keys
+        self._category, self._tenant = category, tenant
+        self._row_groups = [tuple(codes) for codes in groups]
+        self._public = list(map(bool, public))
+        self._live = list(map(bool, live))
+        self._index_live()
 
     def _columns_from(self, rows: list[list[Any]]) -> None:
         """The row columns from the file's rows, as ``_append`` row by row would make
@@ -298,25 +330,40 @@ class DenseIndex(JournalledIndex):
         self._row_groups = [tuple(map(code, names)) if names else () for names in groups]
         self._public = list(map(bool, public))
         self._live = list(map(bool, live))
-        alive = list(itertools.compress(range(len(keys)), self._live))
-        self._by_key = dict(zip(map(keys.__getitem__, alive), alive, strict=True))
-        by_doc = self._by_doc
-        for label in alive:
-            found = by_doc.get(doc_keys[label])
-            if found is None:
-                by_doc[doc_keys[label]] = {label}
-            else:
-                found.add(label)
+        self._index_live()
+
+    def _index_live(self) -> None:
+        """``_by_key`` from the columns (as ``_append`` keeps it); ``_by_doc`` is made
+        by the first write that needs it (``_docs``), not by every open."""
+        keys = self._keys
+        alive = itertools.compress(range(len(keys)), self._live)
+        self._by_key = {keys[label]: label for label in alive}
+        self._by_doc = None
+
+    def _docs(self) -> dict[str, set[int]]:
+        """The live labels of each document (made from the columns on first use)."""
+        if self._by_doc is None:
+            by_doc: dict[str, set[int]] = {}
+            doc_keys = self._doc_keys
+            for label in itertools.compress(range(len(doc_keys)), self._live):
+                found = by_doc.get(doc_keys[label])
+                if found is None:
+                    by_doc[doc_keys[label]] = {label}
+                else:
+                    found.add(label)
+            self._by_doc = by_doc
+        return self._by_doc
 
     def _kill(self, label: int) -> None:
         if self._live[label]:
             self._live[label] = False
             self._by_key.pop(self._keys[label], None)
-            labels = self._by_doc.get(self._doc_keys[label])
+            docs = self._docs()
+            labels = docs.get(self._doc_keys[label])
             if labels is not None:
                 labels.discard(label)
                 if not labels:
-                    del self._by_doc[self._doc_keys[label]]
+                    del docs[self._doc_keys[label]]
 
     def _add(self, rows: Iterable[DenseRow]) -> None:
         batch: list[DenseRow] = []
@@ -383,7 +430,7 @@ class DenseIndex(JournalledIndex):
 
     def _drop_documents(self, doc_keys: Iterable[str], keep: frozenset[str] = frozenset()) -> None:
         for doc_key in dict.fromkeys(doc_keys):
-            for label in list(self._by_doc.get(doc_key, ())):
+            for label in list(self._docs().get(doc_key, ())):
                 if self._keys[label] not in keep:
                     self._kill(label)
         self._columns = None

@@ -63,6 +63,24 @@ class Codes:
             self.names.append(name)
         return found
 
+    @classmethod
+    def of(cls, names: object, codes: Iterable[Any]) -> Codes:
+        """The codes a file stored: ``names`` (distinct strings) in code order;
+        ``ValueError`` / ``TypeError`` when ``codes`` holds one that is not among them."""
+        if type(names) is not list or not set(map(type, names)) <= {str}:
+            raise TypeError("the names are not a list of strings")
+        made = cls()
+        made.names = list(names)
+        made._ids = {name: code for code, name in enumerate(made.names)}
+        if len(made._ids) != len(made.names):
+            raise ValueError("a name is coded twice")
+        codes = list(codes)
+        if codes and (
+            not set(map(type, codes)) <= {int} or min(codes) < 0 or max(codes) >= len(made.names)
+        ):
+            raise ValueError("a code outside the names")
+        return made
+
     def codes(self, names: Sequence[str]) -> list[int]:
         """The code of each of ``names``; new ones are coded in the order they first
         come, as ``code`` one by one would."""

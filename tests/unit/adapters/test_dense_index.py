@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -429,7 +430,7 @@ def columns(index: DenseIndex) -> dict[str, object]:
         "public": index._public,
         "live": index._live,
         "by_key": index._by_key,
-        "by_doc": index._by_doc,
+        "by_doc": index._docs(),
     }
 
 
@@ -453,3 +454,101 @@ def test_a_file_whose_rows_are_malformed_is_refused(rows: object) -> None:
     index = open_index(Path("/nonexistent"), Milvus())
     with pytest.raises((ValueError, TypeError)):
         index._columns_from(rows)  # type: ignore[arg-type]
+
+
+@given(FILE_ROWS)
+def test_the_columns_the_file_stores_read_back_as_the_rows_that_made_them(
+    rows: list[list[object]],
+) -> None:
+    milvus = Milvus()
+    made = open_index(Path("/nonexistent"), milvus)
+    for fields in rows:
+        made._append(*fields)  # type: ignore[arg-type]
+    read = open_index(Path("/nonexistent"), milvus)
+    read._columns_of(orjson.loads(orjson.dumps(made._stored_columns())))
+    # A write first (the documents' labels are made on first use), then the columns.
+    for index in (made, read):
+        if rows:
+            index._kill(len(rows) // 2)
+        index._append("k-new", "d1", "ops", "", ["sre"], True, True)
+    assert columns(read) == columns(made)
+
+
+def stored(**changes: object) -> dict[str, object]:
+    base: dict[str, object] = {
+        "key": ["a", "b"],
+        "docKey": ["d", "d"],
+        "categoryNames": ["ops"],
+        "category": [0, 0],
+        "tenantNames": [""],
+        "tenant": [0, 0],
+        "groupNames": ["sre"],
+        "groups": [[], [0]],
+        "public": [False, True],
+        "live": [True, True],
+    }
+    return {**base, **changes}
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"key": ["a"]},  # shorter than the other columns
+        {"category": [0, 1]},  # a code no name has
+        {"groups": [[], [-1]]},
+        {"tenant": [0, "0"]},
+        {"categoryNames": ["ops", "ops"], "category": [0, 1]},  # one name coded twice
+        {"groupNames": "sre"},
+        {"key": ["a", 7]},
+        {"live": None},
+    ],
+)
+def test_stored_columns_that_are_not_one_set_of_rows_are_refused(bad: dict[str, object]) -> None:
+    index = open_index(Path("/nonexistent"), Milvus())
+    index._columns_of(stored())  # the base is sound
+    with pytest.raises((ValueError, TypeError)):
+        open_index(Path("/nonexistent"), Milvus())._columns_of(stored(**bad))
+
+
+def test_an_index_file_of_the_row_format_is_read_and_rewritten_in_columns(tmp_path: Path) -> None:
+    rows = [row(f"d{i}.md", 0, axis(i), groups=("sre",) if i % 2 else ()) for i in range(6)]
+    milvus = Milvus(rows)
+    index = open_index(tmp_path / "dense", milvus)
+    index.upsert(rows)
+    index.settle()
+    expected = columns(index)
+    index.close()
+    # The same file as format 1 wrote it: the header's rows as lists of names.
+    path = tmp_path / "dense" / "index.bin"
+    data = path.read_bytes()
+    magic, size = data[:8], int.from_bytes(data[8:16], "little")
+    header = orjson.loads(data[16 : 16 + size])
+    c = header.pop("columns")
+    header["format"] = 1
+    header["rows"] = [
+        [
+            c["key"][i],
+            c["docKey"][i],
+            c["categoryNames"][c["category"][i]],
+            c["tenantNames"][c["tenant"][i]],
+            [c["groupNames"][g] for g in c["groups"][i]],
+            c["public"][i],
+            c["live"][i],
+        ]
+        for i in range(len(c["key"]))
+    ]
+    old = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode()
+    path.write_bytes(magic + len(old).to_bytes(8, "little") + old + data[16 + size :])
+    reads = len(milvus.reads)
+    reopened = open_index(tmp_path / "dense", milvus)
+    assert reopened.count() == 6
+    assert columns(reopened) == expected
+    assert keys(reopened.search(axis(3), 1, ef=16)) == ["d3.md#chunk-0"]
+    assert len(milvus.reads) == reads  # read, not rebuilt from Milvus
+    reopened.upsert([row("d9.md", 0, axis(2))])
+    reopened.settle()
+    reopened.close()
+    data = path.read_bytes()
+    header = orjson.loads(data[16 : 16 + int.from_bytes(data[8:16], "little")])
+    assert header["format"] == 2
+    assert "rows" not in header
